@@ -1,0 +1,86 @@
+"""Policy-gradient losses and KL estimators: pure functions with shape comments."""
+
+from __future__ import annotations
+
+import torch
+
+
+def token_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
+    """Log-probability of each target token.
+
+    logits: (B, T, V) predictions for positions 0..T-1; targets: (B, T) ids. Returns (B, T).
+    """
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # (B, T, V)
+    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+
+
+def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Entropy of the next-token distribution at each position: (B, T, V) -> (B, T)."""
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k3 estimator of KL(pi || ref) per token: exp(r) - r - 1 with r = ref - logp. (B, T)."""
+    log_ratio = ref_logp - logp
+    return torch.exp(log_ratio) - log_ratio - 1.0
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, agg: str = "token_mean") -> torch.Tensor:
+    """Mean of x (B, T) over mask (B, T).
+
+    ``token_mean``: every policy token in the batch weighs the same.
+    ``seq_mean``: mean per sequence first, then over sequences that have any token.
+    """
+    mask = mask.to(x.dtype)
+    if agg == "token_mean":
+        return (x * mask).sum() / mask.sum().clamp(min=1.0)
+    if agg == "seq_mean":
+        per_seq = (x * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)  # (B,)
+        has_tokens = (mask.sum(-1) > 0).to(x.dtype)  # (B,)
+        return (per_seq * has_tokens).sum() / has_tokens.sum().clamp(min=1.0)
+    raise ValueError(f"loss aggregation must be 'token_mean' or 'seq_mean', got {agg!r}")
+
+
+def clipped_policy_loss(
+    logp: torch.Tensor,  # (B, T) current policy log-probs of the taken tokens
+    old_logp: torch.Tensor,  # (B, T) rollout-time log-probs
+    advantages: torch.Tensor,  # (B,) per-episode or (B, T) per-token advantages
+    mask: torch.Tensor,  # (B, T) 1 = policy token that counts in the loss
+    clip_eps: float = 0.2,
+    agg: str = "token_mean",
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO/GRPO clipped surrogate: -min(r A, clip(r, 1-e, 1+e) A), aggregated over mask."""
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1).expand_as(logp)  # (B, T)
+    ratio = torch.exp(logp - old_logp)  # (B, T)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    loss = masked_mean(-torch.minimum(unclipped, clipped), mask, agg)
+    with torch.no_grad():
+        clip_frac = masked_mean((unclipped != clipped).to(logp.dtype), mask, "token_mean")
+        approx_kl_old = masked_mean(0.5 * (logp - old_logp) ** 2, mask, "token_mean")
+    return loss, {"clip_frac": clip_frac, "approx_kl_old": approx_kl_old}
+
+
+def grpo_loss(
+    logp: torch.Tensor,  # (B, T)
+    old_logp: torch.Tensor,  # (B, T)
+    ref_logp: torch.Tensor | None,  # (B, T) frozen reference, or None when kl_coef = 0
+    advantages: torch.Tensor,  # (B,)
+    mask: torch.Tensor,  # (B, T)
+    clip_eps: float = 0.2,
+    kl_coef: float = 0.0,
+    agg: str = "token_mean",
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """GRPO objective: clipped surrogate + kl_coef * k3 KL to the reference, over policy tokens."""
+    pg_loss, stats = clipped_policy_loss(logp, old_logp, advantages, mask, clip_eps, agg)
+    if ref_logp is not None and kl_coef > 0:
+        kl = masked_mean(kl_k3(logp, ref_logp), mask, agg)
+    else:
+        kl = torch.zeros((), dtype=logp.dtype)
+    loss = pg_loss + kl_coef * kl
+    stats = {**stats, "policy": pg_loss.detach(), "kl": kl.detach()}
+    return loss, stats

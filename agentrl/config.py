@@ -1,0 +1,199 @@
+"""One typed config tree with defaults. YAML files and ``--set key=value`` only set values.
+
+A bad key or value fails at start with a message naming the field and what is allowed::
+
+    cfg = load_config("configs/weather_grpo.yaml", overrides=["algo.lr=1e-5"])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Section):
+    name: str = Field(
+        "agentrl/tiny",
+        description="HF hub id or local path; 'agentrl/tiny' builds the local tiny model.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="'auto' = fp32 on CPU, bf16 on CUDA."
+    )
+    device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]'.")
+
+
+class TaskConfig(_Section):
+    env: str = Field("weather", description="Registered environment id (agentrl.envs.make).")
+    levels: list[int] = Field(
+        default_factory=lambda: [1, 2, 3], description="Difficulty levels sampled during training."
+    )
+    max_turns: int = Field(6, ge=1, description="Assistant turns before an episode is truncated.")
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra keyword arguments for make()."
+    )
+    imports: list[str] = Field(
+        default_factory=list,
+        description="Modules or .py files imported first (they register custom envs).",
+    )
+
+
+class RewardConfig(_Section):
+    format: float = Field(0.1, description="Weight of the format layer (parsable output).")
+    tool_choice: float = Field(0.2, description="Weight of choosing an expected tool.")
+    arguments: float = Field(0.3, description="Weight of calling with correct arguments.")
+    completion: float = Field(1.0, description="Weight of task completion (the verifier).")
+    repeat: float = Field(-0.1, description="Weight per repeated identical call (a penalty).")
+
+    def weights(self) -> dict[str, float]:
+        return self.model_dump()
+
+
+class RolloutConfig(_Section):
+    group_size: int = Field(8, ge=1, description="GRPO: samples per task instance (G).")
+    groups_per_step: int = Field(8, ge=1, description="Task instances per RL step.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature during rollout.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling (1.0 = off).")
+    max_new_tokens: int = Field(96, ge=1, description="Token limit of one assistant turn.")
+    max_total_tokens: int = Field(
+        1024, ge=32, description="Episode token limit (prompt + all turns); past it: 'length'."
+    )
+
+
+class AlgoConfig(_Section):
+    name: Literal["grpo"] = Field("grpo", description="RL algorithm.")
+    lr: float = Field(3e-4, gt=0, description="AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    clip_eps: float = Field(0.2, gt=0, description="PPO-style ratio clip.")
+    kl_coef: float = Field(
+        0.02,
+        ge=0,
+        description="KL-to-reference coefficient (k3 estimator); 0 disables the reference model.",
+    )
+    epochs: int = Field(1, ge=1, description="Passes over each rollout batch.")
+    minibatches: int = Field(2, ge=1, description="Optimizer steps per pass.")
+    loss_agg: Literal["token_mean", "seq_mean"] = Field(
+        "token_mean", description="Loss aggregation over tokens."
+    )
+    scale_rewards: bool = Field(
+        True, description="Divide group advantages by the group std (GRPO); False = Dr.GRPO."
+    )
+    truncation: Literal["mask", "zero"] = Field(
+        "mask", description="Truncated episodes: masked out of the loss, or scored as they are."
+    )
+
+
+class TrainConfig(_Section):
+    steps: int = Field(30, ge=0, description="RL steps.")
+    seed: int = Field(0, description="Seed of everything.")
+    eval_episodes: int = Field(
+        96, ge=0, description="Held-out evaluation episodes before and after RL."
+    )
+    eval_levels: list[int] = Field(
+        default_factory=lambda: [1, 2, 3], description="Levels in the evaluation mix."
+    )
+    eval_seed: int = Field(
+        10_000,
+        description="First seed of held-out evaluation episodes (training seeds stay below it).",
+    )
+    warmstart_demos: int = Field(
+        32, ge=0, description="Reference demonstrations for the SFT warm start (0 = none)."
+    )
+    warmstart_levels: list[int] = Field(
+        default_factory=lambda: [1, 2], description="Levels the demonstrations are drawn from."
+    )
+    warmstart_epochs: int = Field(3, ge=1)
+    warmstart_lr: float = Field(5e-4, gt=0)
+    run_dir: str = Field("runs/run", description="Output directory.")
+    log_every: int = Field(1, ge=1)
+    save_model: bool = Field(True, description="Save the final model in run_dir/model.")
+
+
+class Config(_Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    task: TaskConfig = Field(default_factory=TaskConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+
+
+class ConfigError(ValueError):
+    """A config file or override that does not fit the schema; the message names the field."""
+
+
+def _format_errors(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "(root)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"unknown config field {field!r}")
+        else:
+            lines.append(f"config field {field!r}: {e['msg']} (got {e.get('input')!r})")
+    return "; ".join(lines)
+
+
+def _allowed_fields(model: type[BaseModel], path: list[str]) -> list[str]:
+    for key in path:
+        field = model.model_fields.get(key)
+        if field is None or not (
+            isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+        ):
+            return list(model.model_fields)
+        model = field.annotation
+    return list(model.model_fields)
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Apply one ``a.b.c=value`` (value parsed as YAML) to a nested dict in place."""
+    if "=" not in override:
+        raise ConfigError(f"override {override!r} must look like section.field=value")
+    key, raw = override.split("=", 1)
+    parts = key.strip().split(".")
+    node = data
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {override!r}: {p!r} is not a section")
+    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+
+
+def build_config(data: dict[str, Any] | None = None, overrides: list[str] | None = None) -> Config:
+    """Validate a nested dict (plus overrides) into a Config, or raise ConfigError."""
+    data = dict(data or {})
+    for ov in overrides or []:
+        apply_override(data, ov)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        msg = _format_errors(err)
+        first = err.errors()[0]
+        if first["type"] == "extra_forbidden":
+            loc = [str(p) for p in first["loc"]]
+            msg += f"; allowed here: {', '.join(_allowed_fields(Config, loc[:-1]))}"
+        raise ConfigError(msg) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read a YAML file (or nothing: defaults) and apply ``--set`` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        loaded = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {str(p)!r} must hold a mapping of sections")
+        data = loaded
+    return build_config(data, overrides)
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))

@@ -1,0 +1,232 @@
+"""Weather: the demo task family (``make("weather")``).
+
+Each instance draws a small world (temperature and condition of ~50 real cities, plus a local
+time) from the episode's rng. Tools: ``get_weather(city)`` and a distractor
+``get_local_time(city)``. ``get_weather`` fails transiently with probability ``fault_rate``
+(``{"error": "unavailable", ...}``); a retry eventually succeeds: at most ``max_faults``
+faults per episode (default 2, so the reference solver fits ``max_turns=6`` at level 3).
+
+Levels: 1 = the weather in one city; 2 = which of two cities is warmer; 3 = which of three
+is warmest / coldest. Temperatures of the asked cities never tie.
+
+Verifier (``check_answer``): numbers are read from the answer (``21°C`` -> 21); every number
+must be an asked city's temperature in °C (or its °F equivalent), which stops listing guesses.
+Level 1: the temperature appears and the only condition named is the right one. Level 2: the
+first asked city named is the warmer one and both temperatures appear. Level 3: the first asked
+city named is the target and its temperature appears. Answers over 500 characters fail.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from agentrl.envs.task import TaskFamily, TaskInstance
+from agentrl.tools.registry import Tool, tool
+from agentrl.types import ToolCall
+
+CITIES: tuple[str, ...] = (
+    "Paris", "London", "Berlin", "Madrid", "Rome", "Lisbon", "Dublin", "Vienna", "Prague",
+    "Warsaw", "Athens", "Oslo", "Stockholm", "Helsinki", "Copenhagen", "Amsterdam", "Zurich",
+    "Moscow", "Istanbul", "Cairo", "Nairobi", "Lagos", "Cape Town", "Dubai", "Tel Aviv",
+    "New Delhi", "Mumbai", "Bangkok", "Singapore", "Kuala Lumpur", "Jakarta", "Manila",
+    "Hong Kong", "Beijing", "Shanghai", "Seoul", "Tokyo", "Sydney", "Melbourne", "Auckland",
+    "New York", "Los Angeles", "San Francisco", "Chicago", "Toronto", "Vancouver",
+    "Mexico City", "Lima", "Santiago", "Buenos Aires", "Rio de Janeiro", "Reykjavik",
+)  # fmt: skip
+CONDITIONS: tuple[str, ...] = ("sunny", "cloudy", "rainy", "snowy", "windy", "foggy")
+CONDITION_WORDS: dict[str, tuple[str, ...]] = {
+    "sunny": ("sunny", "sun", "sunshine"),
+    "cloudy": ("cloudy", "cloud", "clouds", "overcast"),
+    "rainy": ("rainy", "rain", "raining"),
+    "snowy": ("snowy", "snow", "snowing"),
+    "windy": ("windy", "wind"),
+    "foggy": ("foggy", "fog"),
+}
+TEMP_RANGE = (-10, 38)
+MAX_ANSWER_CHARS = 500
+SYSTEM_PROMPT = "You are a weather assistant. Use the tools, then answer in one short sentence."
+FAULT = {"error": "unavailable", "message": "Weather service busy, try again."}
+PROMPTS: dict[int, tuple[str, ...]] = {
+    1: (
+        "What's the weather in {a}?",
+        "How is the weather in {a} right now?",
+        "Tell me the current weather in {a}.",
+    ),
+    2: (
+        "Which is warmer, {a} or {b}?",
+        "Is it warmer in {a} or in {b} right now?",
+        "Which city is warmer today: {a} or {b}?",
+    ),
+    3: (
+        "Which city is the {sup}: {a}, {b} or {c}?",
+        "Of {a}, {b} and {c}, which is the {sup} right now?",
+        "Where is it {sup} today: {a}, {b} or {c}?",
+    ),
+}
+_NUMBER_RE = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
+
+
+def mentioned_numbers(text: str) -> list[float]:
+    """Numbers in ``text`` in order (a Unicode minus counts as a sign)."""
+    return [float(n) for n in _NUMBER_RE.findall(text.replace("\u2212", "-"))]
+
+
+def _word_re(phrase: str) -> re.Pattern[str]:
+    words = r"\s+".join(re.escape(w) for w in phrase.casefold().split())
+    return re.compile(rf"(?<!\w){words}(?!\w)")
+
+
+def first_mentioned(text: str, names: list[str]) -> str | None:
+    """The name among ``names`` that appears first in ``text`` (case-insensitive, whole words)."""
+    folded = text.casefold()
+    found = [(m.start(), n) for n in names if (m := _word_re(n).search(folded))]
+    return min(found)[1] if found else None
+
+
+def mentioned_conditions(text: str) -> set[str]:
+    """The weather conditions ``text`` names (synonyms such as "rain" count)."""
+    folded = text.casefold()
+    return {
+        c for c, words in CONDITION_WORDS.items() if any(_word_re(w).search(folded) for w in words)
+    }
+
+
+def allowed_numbers(temps: list[int]) -> set[float]:
+    """Numbers an answer may contain: the temperatures in °C and their rounded °F."""
+    return {float(t) for t in temps} | {float(round(t * 9 / 5 + 32)) for t in temps}
+
+
+class WeatherFamily(TaskFamily):
+    """Weather lookups and comparisons over a seeded world, with transient service faults."""
+
+    name = "weather"
+    levels = (1, 2, 3)
+    system_prompt = SYSTEM_PROMPT
+
+    def __init__(self, fault_rate: float = 0.2, max_faults: int = 2) -> None:
+        if not 0.0 <= fault_rate <= 1.0:
+            raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate!r}")
+        if max_faults < 0:
+            raise ValueError(f"max_faults must be >= 0, got {max_faults!r}")
+        self.fault_rate = fault_rate
+        self.max_faults = max_faults
+
+    def sample(self, rng: random.Random, level: int) -> TaskInstance:
+        """A world, the asked cities (distinct temperatures) and a phrasing, all from ``rng``."""
+        if level not in self.levels:
+            raise ValueError(f"weather has levels {self.levels}, got {level!r}")
+        world = {
+            city: {
+                "temperature_c": rng.randint(*TEMP_RANGE),
+                "condition": rng.choice(CONDITIONS),
+                "time": f"{rng.randrange(24):02d}:{rng.randrange(60):02d}",
+            }
+            for city in CITIES
+        }
+        cities = rng.sample(CITIES, level)
+        seen: set[int] = set()
+        for c in cities:  # no ties among the asked cities
+            while world[c]["temperature_c"] in seen:
+                world[c]["temperature_c"] = rng.randint(*TEMP_RANGE)
+            seen.add(world[c]["temperature_c"])
+        sup = rng.choice(("warmest", "coldest")) if level == 3 else "warmer"
+        template = rng.choice(PROMPTS[level])
+        prompt = template.format(sup=sup, **dict(zip("abc", cities, strict=False)))
+        temps = {c: world[c]["temperature_c"] for c in cities}
+        target = min(cities, key=temps.get) if sup == "coldest" else max(cities, key=temps.get)
+        return TaskInstance(
+            task_id=f"weather-L{level}-{rng.getrandbits(32):08x}",
+            level=level,
+            prompt=prompt,
+            data={
+                "world": world,
+                "cities": cities,
+                "target": target,
+                "superlative": sup,
+                "fault_seed": rng.getrandbits(32),
+            },
+            expected_calls=[ToolCall("get_weather", {"city": c}) for c in cities],
+        )
+
+    def tools(self, instance: TaskInstance) -> list[Tool]:
+        """``get_weather`` (with seeded transient faults) and ``get_local_time``."""
+        world = instance.data["world"]
+        by_name = {c.casefold(): c for c in world}
+        faults = random.Random(instance.data["fault_seed"])
+        state = {"faults": 0, "streak": dict.fromkeys(world, 0)}
+
+        def find(city: str) -> str:
+            name = by_name.get(" ".join(str(city).split()).casefold())
+            if name is None:
+                raise ValueError(f"Unknown city {city!r}.")
+            return name
+
+        @tool
+        def get_weather(city: str) -> dict:
+            """Current temperature (Celsius) and condition in a city.
+
+            Args:
+                city: City name, e.g. "Paris".
+            """
+            name = find(city)
+            if (
+                state["faults"] < self.max_faults
+                and state["streak"][name] < 2
+                and faults.random() < self.fault_rate
+            ):
+                state["faults"] += 1
+                state["streak"][name] += 1
+                return dict(FAULT)
+            state["streak"][name] = 0
+            w = world[name]
+            return {"city": name, "temperature_c": w["temperature_c"], "condition": w["condition"]}
+
+        @tool
+        def get_local_time(city: str) -> dict:
+            """Local time (HH:MM) in a city.
+
+            Args:
+                city: City name.
+            """
+            name = find(city)
+            return {"city": name, "time": world[name]["time"]}
+
+        return [get_weather, get_local_time]
+
+    def check_answer(self, instance: TaskInstance, answer: str) -> bool:
+        """The rule-based verifier (see the module docstring)."""
+        if not answer or len(answer) > MAX_ANSWER_CHARS:
+            return False
+        world, cities = instance.data["world"], instance.data["cities"]
+        temps = [world[c]["temperature_c"] for c in cities]
+        numbers = mentioned_numbers(answer)
+        if not set(numbers) <= allowed_numbers(temps):
+            return False
+        if instance.level == 1:
+            condition = world[cities[0]]["condition"]
+            return temps[0] in numbers and mentioned_conditions(answer) == {condition}
+        target = instance.data["target"]
+        if first_mentioned(answer, cities) != target:
+            return False
+        needed = temps if instance.level == 2 else [world[target]["temperature_c"]]
+        return all(t in numbers for t in needed)
+
+    def reference_answer(self, instance: TaskInstance, results: dict[int, Any]) -> str:
+        """One sentence from the ``get_weather`` results (``results[i]`` for city ``i``)."""
+        rows = [results[i] for i in range(len(instance.expected_calls))]
+        if instance.level == 1:
+            r = rows[0]
+            return f"It is {r['temperature_c']}°C and {r['condition']} in {r['city']}."
+        sup = instance.data["superlative"]
+        rows.sort(key=lambda r: r["temperature_c"], reverse=sup != "coldest")
+        top, rest = rows[0], rows[1:]
+        if instance.level == 2:
+            low = rest[0]
+            return (
+                f"{top['city']} is warmer: {top['temperature_c']}°C vs "
+                f"{low['temperature_c']}°C in {low['city']}."
+            )
+        others = ", ".join(f"{r['city']} {r['temperature_c']}°C" for r in rest)
+        return f"{top['city']} is the {sup}: {top['temperature_c']}°C ({others})."

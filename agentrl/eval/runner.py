@@ -1,0 +1,62 @@
+"""Evaluate a policy on held-out episodes: greedy decoding, fixed seeds, success per level."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from agentrl.policy.generate import HFGenerator
+from agentrl.rollout import EpisodeSpec, run_episodes
+from agentrl.types import Trajectory
+
+
+def eval_specs(episodes: int, levels: list[int], seed0: int) -> list[EpisodeSpec]:
+    """Held-out episodes: seeds seed0, seed0+1, ...; levels cycled so each gets an equal share."""
+    return [
+        EpisodeSpec(seed=seed0 + i, level=levels[i % len(levels)], group_id=i)
+        for i in range(episodes)
+    ]
+
+
+def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
+    """Success rate overall and per level, termination reasons, mean reward and calls."""
+    by_level: dict[int, list[bool]] = defaultdict(list)
+    for t in trajs:
+        by_level[t.level].append(t.success)
+    n = max(len(trajs), 1)
+    return {
+        "episodes": len(trajs),
+        "success_rate": sum(t.success for t in trajs) / n,
+        "success_by_level": {str(k): sum(v) / len(v) for k, v in sorted(by_level.items())},
+        "terminations": dict(Counter(t.termination for t in trajs)),
+        "mean_reward": sum(t.reward.total for t in trajs) / n,
+        "mean_tool_calls": sum(len(t.tool_calls) for t in trajs) / n,
+        "mean_turns": sum(t.info.get("turns", 0) for t in trajs) / n,
+    }
+
+
+def evaluate(
+    generator: HFGenerator,
+    make_env: Callable[[], object],
+    *,
+    episodes: int,
+    levels: list[int],
+    seed0: int,
+    max_new_tokens: int = 96,
+    max_total_tokens: int = 1024,
+    batch_size: int = 64,
+) -> tuple[dict[str, Any], list[Trajectory]]:
+    """Greedy evaluation on ``episodes`` fixed held-out seeds; returns (summary, trajectories)."""
+    specs = eval_specs(episodes, levels, seed0)
+    trajs: list[Trajectory] = []
+    for start in range(0, len(specs), batch_size):
+        trajs += run_episodes(
+            generator,
+            make_env,
+            specs[start : start + batch_size],
+            greedy=True,
+            max_new_tokens=max_new_tokens,
+            max_total_tokens=max_total_tokens,
+        )
+    return summarize(trajs), trajs

@@ -1,0 +1,84 @@
+"""Batched generation with Hugging Face models: one call per turn for all live episodes.
+
+Prompts of different lengths are left-padded into one batch; ``model.generate`` reuses the KV
+cache across decoding steps. Each returned sample carries the exact sampled ids (stop token
+included) and their log-probabilities under the sampling temperature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from agentrl.algos.losses import token_logprobs
+
+
+@dataclass
+class Sample:
+    """One generated turn."""
+
+    ids: list[int]  # sampled ids, up to and including the stop token when one was produced
+    logprobs: list[float]  # log-prob of each id at sampling time (temperature applied)
+    stopped: bool  # True if a stop token ended the turn (False: max_new_tokens ran out)
+
+
+class HFGenerator:
+    """Generate turns for many episodes at once with a causal LM."""
+
+    def __init__(self, model, tokenizer, stop_ids: list[int], pad_id: int):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.stop_ids = list(stop_ids)
+        self.pad_id = pad_id
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompts: list[list[int]],
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        greedy: bool = False,
+    ) -> list[Sample]:
+        if not prompts:
+            return []
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)  # (B, L)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)  # (B, L)
+        for i, p in enumerate(prompts):
+            input_ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attention[i, width - len(p) :] = 1
+        was_training = self.model.training
+        self.model.eval()
+        sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+        out = self.model.generate(
+            input_ids=input_ids.to(self.device),
+            attention_mask=attention.to(self.device),
+            do_sample=not greedy,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=self.stop_ids,
+            pad_token_id=self.pad_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+            **sampling,
+        )
+        if was_training:
+            self.model.train()
+        new_ids = out.sequences[:, width:].cpu()  # (B, N)
+        logits = torch.stack(out.logits, dim=1).cpu()  # (B, N, V)
+        temp = 1.0 if greedy else temperature
+        lps = token_logprobs(logits, new_ids, temp)  # (B, N)
+        samples = []
+        stop = set(self.stop_ids)
+        for i in range(len(prompts)):
+            ids = new_ids[i].tolist()
+            end = next((j for j, t in enumerate(ids) if t in stop), None)
+            n = len(ids) if end is None else end + 1
+            samples.append(Sample(ids[:n], lps[i, :n].tolist(), stopped=end is not None))
+        return samples

@@ -1,0 +1,213 @@
+"""Rollout and GRPO-step throughput: agentrl vs TRL's GRPOTrainer, same model, task and reward.
+
+Run from the repository root (needs the ``bench`` extra: trl, datasets, accelerate)::
+
+    python bench/rollout_grpo.py                       # 3 steps a side, ~5 min on 2 CPU cores
+    python bench/rollout_grpo.py --steps 5 --json bench.json
+    python bench/rollout_grpo.py --side agentrl        # one side only
+
+Both sides play the ``weather`` task (levels 1-3) with the tiny local model (fp32, CPU):
+``groups`` task instances x ``group_size`` samples = one GRPO step, at most ``max_new_tokens``
+per assistant turn, ``max_turns`` assistant turns, ``max_total_tokens`` per episode (prompt
+included), temperature 1.0, KL coefficient 0.02, one rollout batch per optimizer update. The
+agentrl side is ``agentrl.trainer.train`` (no warm start, no evaluation); its per-step figures
+come from its ``metrics.jsonl``. TRL's side (``bench/_trl_side.py``) is ``GRPOTrainer`` with
+``environment_factory`` (multi-turn tool calling) over the same task instances, scored by
+replaying its conversations through the weather env (same ``RewardBreakdown`` total). The first
+step of each side is a warm-up; figures are medians of the remaining steps. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=3, help="GRPO steps per side (first = warm-up)")
+    p.add_argument("--groups", type=int, default=8, help="task instances per step")
+    p.add_argument("--group-size", type=int, default=8, help="samples per instance (G)")
+    p.add_argument("--max-new-tokens", type=int, default=96, help="token limit of one turn")
+    p.add_argument("--max-turns", type=int, default=6, help="assistant turns per episode")
+    p.add_argument("--max-total-tokens", type=int, default=1024, help="episode limit, prompt incl.")
+    p.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--side", choices=("both", "agentrl", "trl"), default="both")
+    p.add_argument("--single-turn", action="store_true",
+                   help="TRL side: single-turn GRPO (no tools), not environment_factory")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
+    p.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = p.parse_args(argv)
+    if args.steps < 1:
+        p.error("--steps must be >= 1")
+    if args.groups * args.group_size % 2:
+        p.error("groups * group_size must be even (two micro-batches per step)")
+    return args
+
+
+def summarize(steps: list[dict[str, float]]) -> dict[str, Any]:
+    """Medians over the steps after the first (the warm-up), or the only step."""
+    measured = steps[1:] if len(steps) > 1 else steps
+    keys = [k for k in steps[0] if isinstance(steps[0][k], int | float)]
+    out: dict[str, Any] = {k: statistics.median(s[k] for s in measured) for k in keys}
+    out["measured_steps"] = len(measured)
+    return out
+
+
+def run_agentrl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """``agentrl.trainer.train`` for ``args.steps`` steps; per-step figures from metrics.jsonl."""
+    from agentrl.config import build_config
+    from agentrl.trainer import train
+
+    run_dir = workdir / "agentrl_run"
+    cfg = build_config({
+        "model": {"name": "agentrl/tiny", "dtype": "float32", "device": "cpu"},
+        "task": {"env": "weather", "levels": args.levels, "max_turns": args.max_turns},
+        "rollout": {"group_size": args.group_size, "groups_per_step": args.groups,
+                    "temperature": 1.0, "top_p": 1.0, "max_new_tokens": args.max_new_tokens,
+                    "max_total_tokens": args.max_total_tokens},
+        "algo": {"kl_coef": 0.02, "epochs": 1, "minibatches": 2},
+        "train": {"steps": args.steps, "seed": args.seed, "eval_episodes": 0,
+                  "warmstart_demos": 0, "save_model": False, "run_dir": str(run_dir)},
+    })
+    t0 = time.perf_counter()
+    train(cfg, progress=False)
+    wall = time.perf_counter() - t0
+    steps = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        m = json.loads(line)
+        n = m["rollout/episodes"]
+        steps.append({
+            "step_s": m["time/step_s"],
+            "rollout_s": m["time/rollout_s"],
+            "update_s": m["time/step_s"] - m["time/rollout_s"],
+            "tokens_per_s": m["rollout/tokens_per_s"],
+            "episodes_per_s": m["rollout/episodes_per_s"],
+            "policy_tokens_per_episode": m["rollout/policy_tokens"] / n,
+            "turns_per_episode": m["rollout/mean_turns"],
+            "reward": m["reward/total"],
+            "success_rate": m["rollout/success_rate"],
+        })
+    # The task instances each step played (group order), so TRL gets exactly the same ones.
+    instances: dict[int, list[tuple[int, int]]] = {}
+    seen: set[tuple[int, int]] = set()
+    for line in (run_dir / "trajectories.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        key = (r["step"], r["group_id"])
+        if key not in seen:
+            seen.add(key)
+            instances.setdefault(r["step"], []).append((r["info"]["seed"], r["level"]))
+    return {"steps": steps, "summary": summarize(steps), "wall_s": wall,
+            "instances": [instances[s] for s in sorted(instances)]}
+
+
+def sample_instances(args: argparse.Namespace) -> list[list[tuple[int, int]]]:
+    """(seed, level) per group per step, drawn the way ``train`` draws them (--side trl)."""
+    import random
+
+    from agentrl.trainer import sample_specs
+
+    rng = random.Random(args.seed)
+    out = []
+    for step in range(args.steps):
+        specs = sample_specs(rng, args.groups, 1, args.levels, 10_000, step * args.groups)
+        out.append([(s.seed, s.level) for s in specs])
+    return out
+
+
+def fmt(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def print_table(settings: dict[str, Any], results: dict[str, Any]) -> None:
+    a = results.get("agentrl", {}).get("summary")
+    t = results.get("trl", {}).get("summary")
+    rows = [  # (label, key, higher is faster)
+        ("rollout tokens/s (policy tokens)", "tokens_per_s", True),
+        ("rollout episodes/s", "episodes_per_s", True),
+        ("rollout s/step", "rollout_s", False),
+        ("update s/step (rest of the step)", "update_s", False),
+        ("seconds per GRPO step", "step_s", False),
+        ("policy tokens/episode", "policy_tokens_per_episode", None),
+        ("assistant turns/episode", "turns_per_episode", None),
+        ("mean reward", "reward", None),
+    ]
+    print()
+    print("settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()))
+    print()
+    head = f"{'metric':<34} | {'agentrl':>10} | {'TRL':>10} | {'ratio':>6}"
+    print(head)
+    print("-" * len(head))
+    for label, key, faster in rows:
+        av = a.get(key) if a else None
+        tv = t.get(key) if t else None
+        ratio = None
+        if faster is not None and av and tv:
+            ratio = av / tv if faster else tv / av
+        print(f"{label:<34} | {fmt(av):>10} | {fmt(tv):>10} | {fmt(ratio):>6}")
+    print("ratio = agentrl speed / TRL speed (>1: agentrl faster); medians of steps after the "
+          "first (warm-up).")
+    for note in results.get("trl", {}).get("notes", []):
+        print(f"TRL note: {note}")
+    if "error" in results.get("trl", {}):
+        print(f"TRL side failed: {results['trl']['error']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    settings = {
+        "model": "agentrl/tiny (fp32, cpu)", "task": f"weather levels {args.levels}",
+        "episodes/step": args.groups * args.group_size, "G": args.group_size,
+        "max_new_tokens/turn": args.max_new_tokens, "max_turns": args.max_turns,
+        "max_total_tokens": args.max_total_tokens, "temperature": 1.0, "kl": 0.02,
+        "steps": args.steps, "torch_threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(), "loadavg_start": round(os.getloadavg()[0], 2),
+    }
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="agentrl-bench-") as tmp:
+        workdir = Path(tmp)
+        if args.side in ("both", "agentrl"):
+            print(f"[bench] agentrl: {args.steps} GRPO steps of {settings['episodes/step']} "
+                  "episodes ...", file=sys.stderr, flush=True)
+            results["agentrl"] = run_agentrl(args, workdir)
+        if args.side in ("both", "trl"):
+            from _trl_side import run_trl
+
+            # The same task instances, step by step, as the agentrl side played.
+            instances = (results["agentrl"]["instances"] if "agentrl" in results
+                         else sample_instances(args))
+            print(f"[bench] TRL GRPOTrainer: {args.steps} steps ...", file=sys.stderr, flush=True)
+            results["trl"] = run_trl(args, workdir, instances)
+            if results["trl"].get("steps"):
+                results["trl"]["summary"] = summarize(results["trl"]["steps"])
+    settings["loadavg_end"] = round(os.getloadavg()[0], 2)
+    print_table(settings, results)
+    if args.json:
+        payload = {"settings": settings, "python": platform.python_version(),
+                   "torch": torch.__version__, **results}
+        for side in payload.values():
+            if isinstance(side, dict):
+                side.pop("instances", None)
+        args.json.write_text(json.dumps(payload, indent=2, default=str))
+        print(f"figures written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,17 @@
+"""Shared fixtures: a tiny model built once per test session (a short pretraining)."""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    from agentrl.tinymodel import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny", steps=12, progress=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_policy(tiny_dir):
+    from agentrl.policy.loading import load_policy
+
+    return load_policy(str(tiny_dir))

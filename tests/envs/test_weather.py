@@ -1,0 +1,141 @@
+"""The weather family: world sampling, faults, the verifier, and the reference solver."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import agentrl.envs as envs
+from agentrl.envs import TaskInstance, WeatherFamily, run_reference_episode
+from agentrl.envs.tasks.weather import CITIES, first_mentioned, mentioned_numbers
+from agentrl.types import ToolCall
+
+
+def instance(
+    level: int, temps: dict[str, int], target: str, sup: str = "warmer", condition: str = "sunny"
+) -> TaskInstance:
+    world = {
+        c: {"temperature_c": t, "condition": condition, "time": "09:30"} for c, t in temps.items()
+    }
+    cities = list(temps)
+    return TaskInstance(
+        "t",
+        level,
+        "?",
+        {"world": world, "cities": cities, "target": target, "superlative": sup, "fault_seed": 0},
+        [ToolCall("get_weather", {"city": c}) for c in cities],
+    )
+
+
+FAMILY = WeatherFamily()
+
+
+def test_world_has_many_cities_including_multiword():
+    assert len(CITIES) >= 40 and len(set(CITIES)) == len(CITIES)
+    assert sum(" " in c for c in CITIES) >= 5
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_sample_is_seeded_and_tie_free(level):
+    a, b = FAMILY.sample(random.Random(7), level), FAMILY.sample(random.Random(7), level)
+    assert a == b and len(a.expected_calls) == level
+    for seed in range(200):
+        inst = FAMILY.sample(random.Random(seed), level)
+        temps = [inst.data["world"][c]["temperature_c"] for c in inst.data["cities"]]
+        assert len(set(temps)) == level and all(-10 <= t <= 38 for t in temps)
+        assert all(c in inst.prompt for c in inst.data["cities"])
+
+
+def test_level1_verifier():
+    inst = instance(1, {"Paris": 21}, "Paris", condition="sunny")
+    good = ["It is 21°C and sunny in Paris.", "Sunny, 21 degrees.", "21°C (70°F), sunshine"]
+    bad = [
+        "It is sunny in Paris.",  # no temperature
+        "It is 22°C and sunny.",  # wrong number
+        "It is 21°C and rainy.",  # wrong condition
+        "21°C, sunny or rainy or snowy",  # listing guesses
+        "It is 21°C or 5°C, sunny.",  # an extra number
+        "",
+        "21 sunny " * 100,
+    ]  # empty, too long
+    assert all(FAMILY.check_answer(inst, a) for a in good)
+    assert not any(FAMILY.check_answer(inst, a) for a in bad)
+
+
+def test_level2_verifier():
+    inst = instance(2, {"New York": -3, "Cape Town": 24}, "Cape Town")
+    good = [
+        "Cape Town is warmer: 24°C vs -3°C in New York.",
+        "cape town (24°C) is warmer than new york (\u22123°C).",
+    ]
+    bad = [
+        "New York is colder: -3°C vs 24°C in Cape Town.",  # warmer city not first
+        "Cape Town is warmer: 24°C.",  # one temperature missing
+        "Cape Town is warmer: 24°C vs 3°C in New York.",  # sign lost
+        "Cape Town or New York, 24 -3 10",
+    ]  # a number that is no temperature
+    assert all(FAMILY.check_answer(inst, a) for a in good)
+    assert not any(FAMILY.check_answer(inst, a) for a in bad)
+
+
+def test_level3_verifier():
+    inst = instance(3, {"Oslo": 2, "Lima": 19, "Rome": 11}, "Oslo", sup="coldest")
+    assert FAMILY.check_answer(inst, "Oslo is the coldest: 2°C (Rome 11°C, Lima 19°C).")
+    assert FAMILY.check_answer(inst, "Oslo, at 2°C.")
+    assert not FAMILY.check_answer(inst, "Lima is the warmest; Oslo is coldest at 2°C.")
+    assert not FAMILY.check_answer(inst, "Oslo is the coldest.")
+
+
+def test_helpers():
+    assert mentioned_numbers("−5°C, 21.5 and 3") == [-5.0, 21.5, 3.0]
+    assert first_mentioned("in rio de janeiro, unlike Paris", ["Paris", "Rio de Janeiro"]) == (
+        "Rio de Janeiro"
+    )
+    assert first_mentioned("Parisian weather", ["Paris"]) is None
+
+
+def test_tools_unknown_city_and_case_insensitive_lookup():
+    env = envs.make("weather", fault_rate=0.0)
+    env.reset(seed=0, options={"instance": instance(1, {"Paris": 21}, "Paris")})
+    _, _, _, _, info = env.step(
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Atlantis"}}</tool_call>'
+    )
+    assert info["tool_calls"][0]["error_code"] == "exception"
+    assert "Atlantis" in json.loads(info["tool_calls"][0]["content"])["message"]
+    _, _, _, _, info = env.step(
+        '<tool_call>{"name": "get_weather", "arguments": {"city": " paris"}}</tool_call>'
+    )
+    assert json.loads(info["tool_calls"][0]["content"]) == {
+        "city": "Paris",
+        "temperature_c": 21,
+        "condition": "sunny",
+    }
+
+
+def test_faults_are_transient_and_seeded():
+    inst = instance(1, {"Paris": 21}, "Paris")
+    tools = {t.name: t for t in WeatherFamily(fault_rate=1.0).tools(inst)}
+    results = [tools["get_weather"](city="Paris") for _ in range(3)]
+    assert (
+        results[0]
+        == results[1]
+        == {"error": "unavailable", "message": "Weather service busy, try again."}
+    )
+    assert results[2]["temperature_c"] == 21  # at most 2 faults per episode
+    env = envs.make("weather", fault_rate=0.5)
+    runs = [run_reference_episode(env, seed=11, level=3)[0] for _ in range(2)]
+    assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_reference_solver_always_succeeds_with_faults(level):
+    env = envs.make("weather", fault_rate=0.3)
+    faults = 0
+    for seed in range(50):
+        messages, info = run_reference_episode(env, seed=seed, level=level)
+        assert info["success"], (seed, messages[-3:])
+        assert info["reward"].layers["repeat"] == 0.0
+        faults += sum('"unavailable"' in m["content"] for m in messages if m["role"] == "tool")
+    assert faults > 0  # retries were exercised

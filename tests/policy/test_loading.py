@@ -1,0 +1,34 @@
+"""load_policy: the tiny id builds locally, tool-less templates are refused by name."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agentrl import tinymodel
+from agentrl.policy.loading import check_tool_template, load_policy, save_policy
+from agentrl.tinymodel import TINY_MODEL_ID
+
+
+def test_tiny_id_builds_in_cache_and_roundtrips(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(tinymodel, "DEFAULT_STEPS", 1)
+    model, tok = load_policy(TINY_MODEL_ID)
+    assert (tmp_path / "cache" / "tiny-v1" / "BUILD_COMPLETE").is_file()
+    assert next(model.parameters()).dtype == torch.float32
+    assert tok.pad_token is not None
+    saved = save_policy(model, tok, tmp_path / "copy")
+    model2, _ = load_policy(str(saved), dtype="bfloat16")
+    assert next(model2.parameters()).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        load_policy(str(saved), dtype="int3")
+
+
+def test_template_without_tools_is_refused(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(tinymodel, "DEFAULT_STEPS", 1)
+    _, tok = load_policy(TINY_MODEL_ID)
+    check_tool_template(tok, "tiny")  # fine
+    tok.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    with pytest.raises(ValueError, match="some/model: the chat template doesn't support tools"):
+        check_tool_template(tok, "some/model")

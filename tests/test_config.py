@@ -1,0 +1,38 @@
+import pytest
+
+from agentrl.config import ConfigError, build_config, load_config
+
+
+def test_defaults_and_override_types():
+    cfg = build_config({}, ["algo.lr=1e-5", "rollout.group_size=4", "task.levels=[1, 2]"])
+    assert cfg.algo.lr == 1e-5
+    assert cfg.rollout.group_size == 4
+    assert cfg.task.levels == [1, 2]
+    assert cfg.reward.weights()["completion"] == 1.0
+
+
+def test_unknown_field_named_with_allowed_ones():
+    with pytest.raises(ConfigError) as err:
+        build_config({}, ["algo.learning_rate=1e-5"])
+    msg = str(err.value)
+    assert "algo.learning_rate" in msg and "lr" in msg and "clip_eps" in msg
+
+
+def test_bad_value_names_field_and_allowed_values():
+    with pytest.raises(ConfigError) as err:
+        build_config({"algo": {"loss_agg": "sum"}})
+    assert "algo.loss_agg" in str(err.value) and "token_mean" in str(err.value)
+    with pytest.raises(ConfigError, match="rollout.group_size"):
+        build_config({}, ["rollout.group_size=0"])
+
+
+def test_yaml_file_and_missing_file(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("train:\n  steps: 3\nalgo:\n  kl_coef: 0\n")
+    cfg = load_config(p, ["train.steps=5"])
+    assert cfg.train.steps == 5 and cfg.algo.kl_coef == 0
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    p.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(p)
