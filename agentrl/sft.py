@@ -92,13 +92,34 @@ def sft_train(
     Deterministic given ``seed`` (data order and torch RNG). Examples longer than ``max_len``
     are truncated. ``final_loss`` is the mean loss over the last up-to-10 steps.
     """
-    torch.manual_seed(seed)
-    rng = random.Random(seed)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     rows = []
     for msgs, tools in examples:
         ids, mask = encode_conversation(tokenizer, msgs, tools)
         rows.append((ids[:max_len], mask[:max_len]))
+    return train_rows(model, tokenizer, rows, epochs=epochs, lr=lr, batch_size=batch_size,
+                      seed=seed, progress=progress, desc=desc, warmup_steps=warmup_steps,
+                      schedule=schedule, weight_decay=weight_decay)
+
+
+def train_rows(
+    model: Any,
+    tokenizer: Any,
+    rows: list[tuple[list[int], list[int]]],
+    *,
+    epochs: int = 1,
+    lr: float = 1e-4,
+    batch_size: int = 8,
+    seed: int = 0,
+    progress: bool = True,
+    desc: str = "sft",
+    warmup_steps: int = 0,
+    schedule: str = "cosine",
+    weight_decay: float = 0.0,
+) -> dict[str, Any]:
+    """Train on pre-tokenized ``(ids, loss_mask)`` rows; the loop behind ``sft_train``."""
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     lengths = [len(r[0]) for r in rows]
     plan = [b for _ in range(epochs) for b in _batches(len(rows), batch_size, lengths, rng)]
     params = [p for p in model.parameters() if p.requires_grad]

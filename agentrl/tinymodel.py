@@ -21,6 +21,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, train
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 from transformers.utils.chat_template_utils import render_jinja_template
 
+from agentrl.chat.render import encode_conversation, tokenize
 from agentrl.chat.template import (
     ENDOFTEXT,
     IM_END,
@@ -29,29 +30,31 @@ from agentrl.chat.template import (
     SPECIAL_TOKENS,
     TAG_TOKENS,
 )
-from agentrl.tinycorpus import COMMON_WORDS, make_corpus
+from agentrl.tinycorpus import COMMON_WORDS, drill_text, make_corpus, make_drills
+from agentrl.tinyvocab import vocabulary_texts
 
 TINY_MODEL_ID = "agentrl/tiny"
 TINY_VERSION = "tiny-v1"
 MARKER = "BUILD_COMPLETE"
-VOCAB_SIZE = 1024
+VOCAB_SIZE = 2048
 #: Pretraining steps of the default build (171 s measured on 2 idle CPU cores).
 DEFAULT_STEPS = 250
 # Qwen2's pre-tokenizer split with one change: letters never merge with a leading space or
-# punctuation, so a word has the same ids wherever it appears (copying is an identity map,
-# far easier for a tiny model). Digits are split one per piece, as in Qwen2.
+# punctuation, so a word has the same ids wherever it appears (in prose, in JSON, after "_"):
+# copying a city from the request into a tool call is then an identity map. Digits are split
+# one per piece, as in Qwen2.
 SPLIT_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 #: Pretraining hyper-parameters (``steps`` batches of ``batch_size`` fresh conversations).
-PRETRAIN: dict[str, Any] = {"batch_size": 16, "lr": 3e-3}
+PRETRAIN: dict[str, Any] = {"batch_size": 16, "lr": 2e-3, "drill_steps": 700, "drill_batch": 32}
 MODEL_CONFIG: dict[str, Any] = dict(
     hidden_size=192,
     intermediate_size=768,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    num_key_value_heads=2,
+    num_hidden_layers=3,
+    num_attention_heads=3,
+    num_key_value_heads=3,
     max_position_embeddings=2048,
     rope_theta=10000.0,
     tie_word_embeddings=True,
@@ -66,7 +69,7 @@ def default_tiny_dir() -> Path:
 
 def corpus_texts(n: int, seed: int) -> list[str]:
     """Rendered synthetic conversations (plus common words) to train the BPE on."""
-    texts = [COMMON_WORDS]
+    texts = [COMMON_WORDS, *vocabulary_texts()]
     for msgs, tools in make_corpus(n, seed=seed):
         rendered, _ = render_jinja_template(
             conversations=[msgs], tools=tools, chat_template=QWEN25_TOOL_TEMPLATE
@@ -127,6 +130,13 @@ def make_model(
     return model
 
 
+def _drill_row(tokenizer: PreTrainedTokenizerFast, messages: list) -> tuple[list[int], list[int]]:
+    """(ids, loss mask) of one copy drill; the answer and its ``<|im_end|>`` are trained on."""
+    prompt, answer = drill_text(messages)
+    p, a = tokenize(tokenizer, prompt), tokenize(tokenizer, answer)
+    return p + a, [0] * len(p) + [1] * len(a)
+
+
 def is_complete(path: Path) -> bool:
     """Whether ``path`` holds a finished build (the marker is written last)."""
     return (path / MARKER).is_file()
@@ -137,6 +147,7 @@ def build_tiny_model(
     *,
     seed: int = 0,
     steps: int | None = None,
+    drill_steps: int | None = None,
     force: bool = False,
     progress: bool = True,
 ) -> Path:
@@ -145,7 +156,7 @@ def build_tiny_model(
     The build is written to a temp directory next to ``out_dir``, renamed into place, and the
     ``BUILD_COMPLETE`` marker is written last, so an interrupted build is never reused.
     """
-    from agentrl.sft import sft_train  # sft imports chat only; kept local to keep imports light
+    from agentrl.sft import train_rows  # sft imports chat only; kept local to keep imports light
 
     out = Path(out_dir) if out_dir is not None else default_tiny_dir()
     if is_complete(out) and not force:
@@ -154,11 +165,20 @@ def build_tiny_model(
     t0 = time.perf_counter()
     tokenizer = train_tokenizer(corpus_texts(2000, seed=seed + 1))
     model = make_model(tokenizer, seed=seed)
+    drill_steps = PRETRAIN["drill_steps"] if drill_steps is None else drill_steps
+    drill_rows = [_drill_row(tokenizer, m) for m in make_drills(
+        max(drill_steps, 1) * PRETRAIN["drill_batch"], seed=seed + 2)]  # fmt: skip
+    train_rows(model, tokenizer, drill_rows, lr=PRETRAIN["lr"], batch_size=PRETRAIN["drill_batch"],
+               seed=seed, progress=progress, desc="pretrain tiny: copy drills", warmup_steps=50,
+               schedule="constant")  # fmt: skip
     bs = PRETRAIN["batch_size"]
-    examples = make_corpus(max(steps * bs, bs), seed=seed)
-    stats = sft_train(
-        model, tokenizer, examples, epochs=1, lr=PRETRAIN["lr"], batch_size=bs, max_len=768,
-        seed=seed, progress=progress, desc="pretrain tiny", warmup_steps=min(30, steps // 10),
+    corpus = make_corpus(max(steps * bs, bs), seed=seed)
+    rows = [encode_conversation(tokenizer, m, t) for m, t in corpus]
+    rows += [_drill_row(tokenizer, m) for m in make_drills(len(rows) // 3, seed=seed + 3)]
+    stats = train_rows(
+        model, tokenizer, [(i[:768], k[:768]) for i, k in rows], lr=PRETRAIN["lr"], batch_size=bs,
+        seed=seed, progress=progress, desc="pretrain tiny: tool use",
+        warmup_steps=min(30, steps // 10),
     )  # fmt: skip
     model.eval()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,9 @@ import pytest
 def tiny_dir(tmp_path_factory):
     from agentrl.tinymodel import build_tiny_model
 
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny", steps=12, progress=False)
+    return build_tiny_model(
+        tmp_path_factory.mktemp("tiny") / "tiny", steps=12, drill_steps=10, progress=False
+    )
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,13 @@ from agentrl.sft import lr_at, masked_lm_loss, sft_train
 from agentrl.tinycorpus import make_corpus
 from agentrl.tinymodel import corpus_texts, make_model, train_tokenizer
 
-SMALL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2)
+SMALL = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=2,
+)
 
 
 @pytest.fixture(scope="module")

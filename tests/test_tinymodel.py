@@ -10,7 +10,7 @@ from agentrl.tinymodel import MARKER, build_tiny_model
 
 
 def test_build_reload_and_reuse(tmp_path) -> None:
-    out = build_tiny_model(tmp_path / "tiny", steps=2, progress=False)
+    out = build_tiny_model(tmp_path / "tiny", steps=2, drill_steps=2, progress=False)
     assert (out / MARKER).is_file()
     tok = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out)
@@ -29,10 +29,10 @@ def test_build_reload_and_reuse(tmp_path) -> None:
     assert out_ids.shape[1] <= len(ids) + 3
     # reuse: a second call returns the same build without rewriting it
     stamp = (out / "model.safetensors").stat().st_mtime_ns
-    assert build_tiny_model(tmp_path / "tiny", steps=2, progress=False) == out
+    assert build_tiny_model(tmp_path / "tiny", steps=2, drill_steps=2, progress=False) == out
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
     # an unfinished build (no marker) is rebuilt
     (out / MARKER).unlink()
-    build_tiny_model(tmp_path / "tiny", steps=1, progress=False)
+    build_tiny_model(tmp_path / "tiny", steps=1, drill_steps=1, progress=False)
     assert (out / MARKER).is_file()
     assert (out / "model.safetensors").stat().st_mtime_ns != stamp

@@ -13,6 +13,7 @@ from agentrl.tinymodel import TINY_MODEL_ID
 def test_tiny_id_builds_in_cache_and_roundtrips(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(tinymodel, "DEFAULT_STEPS", 1)
+    monkeypatch.setitem(tinymodel.PRETRAIN, "drill_steps", 1)
     model, tok = load_policy(TINY_MODEL_ID)
     assert (tmp_path / "cache" / "tiny-v1" / "BUILD_COMPLETE").is_file()
     assert next(model.parameters()).dtype == torch.float32
@@ -27,6 +28,7 @@ def test_tiny_id_builds_in_cache_and_roundtrips(tmp_path, monkeypatch) -> None:
 def test_template_without_tools_is_refused(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("AGENTRL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(tinymodel, "DEFAULT_STEPS", 1)
+    monkeypatch.setitem(tinymodel.PRETRAIN, "drill_steps", 1)
     _, tok = load_policy(TINY_MODEL_ID)
     check_tool_template(tok, "tiny")  # fine
     tok.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
