@@ -91,7 +91,7 @@ class AlgoConfig(_Section):
 
 
 class TrainConfig(_Section):
-    steps: int = Field(30, ge=0, description="RL steps.")
+    steps: int = Field(15, ge=0, description="RL steps.")
     seed: int = Field(0, description="Seed of everything.")
     eval_episodes: int = Field(
         96, ge=0, description="Held-out evaluation episodes before and after RL."

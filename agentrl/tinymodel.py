@@ -34,7 +34,7 @@ from agentrl.tinycorpus import COMMON_WORDS, drill_text, make_corpus, make_drill
 from agentrl.tinyvocab import vocabulary_texts
 
 TINY_MODEL_ID = "agentrl/tiny"
-TINY_VERSION = "tiny-v1"
+TINY_VERSION = "tiny-v2"
 MARKER = "BUILD_COMPLETE"
 VOCAB_SIZE = 2048
 #: Pretraining steps of the default build (171 s measured on 2 idle CPU cores).
@@ -62,7 +62,7 @@ MODEL_CONFIG: dict[str, Any] = dict(
 
 
 def default_tiny_dir() -> Path:
-    """``$AGENTRL_CACHE/tiny-v1`` (default cache: ``~/.cache/agentrl``)."""
+    """``$AGENTRL_CACHE/tiny-v2`` (default cache: ``~/.cache/agentrl``)."""
     root = os.environ.get("AGENTRL_CACHE") or Path.home() / ".cache" / "agentrl"
     return Path(root) / TINY_VERSION
 

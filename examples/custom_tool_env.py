@@ -1,9 +1,12 @@
 """A custom tool environment in ~40 lines: a unit converter task, checked and demonstrated.
 
-Run: ``python examples/custom_tool_env.py``
+Run: ``python examples/custom_tool_env.py`` (add ``--train`` to train the tiny model on it).
+From the CLI: ``agentrl train CONFIG --set task.env=convert``
+``--set task.imports=[examples/custom_tool_env.py]``.
 """
 
 import random
+import sys
 
 import agentrl.envs as envs
 from agentrl.tools.registry import tool
@@ -61,5 +64,20 @@ if __name__ == "__main__":
     for m in messages:
         print(f"[{m['role']}] {m['content'] or m.get('tool_calls')}")
     print("termination:", info["termination"], "reward:", info["reward"].to_dict()["layers"])
-    # Train on it (the trainer is wired by agentrl.trainer):
-    #   config.task = "convert"; agentrl.trainer.train(config)
+    if "--train" in sys.argv:  # the same trainer as the demo, on this task
+        from agentrl.config import build_config
+        from agentrl.trainer import train
+
+        cfg = build_config(
+            {},
+            [
+                "task.env=convert",
+                "task.levels=[1]",
+                "train.eval_levels=[1]",
+                "train.warmstart_levels=[1]",
+                "train.steps=5",
+                "train.eval_episodes=32",
+                "train.run_dir=runs/convert",
+            ],
+        )
+        print(train(cfg))

@@ -124,6 +124,17 @@ def reference_logprobs(
     return out
 
 
+def length_grouped_minibatches(
+    rows: list[int], lengths: list[int], minibatches: int, rng: random.Random
+) -> list[list[int]]:
+    """Split rows into ``minibatches`` groups of similar length (less padding), random order."""
+    order = sorted(rows, key=lambda i: (lengths[i], rng.random()))
+    size = max(1, -(-len(order) // minibatches))
+    groups = [order[s : s + size] for s in range(0, len(order), size)]
+    rng.shuffle(groups)
+    return groups
+
+
 def grpo_update(
     model,
     optimizer,
@@ -144,11 +155,10 @@ def grpo_update(
     totals: dict[str, float] = {}
     n_updates = 0
     model.train()
+    lengths = batch.attention.sum(-1).tolist()  # (B,) real tokens per row
     for _ in range(epochs):
-        rng.shuffle(rows)
-        size = max(1, -(-len(rows) // minibatches))
-        for s in range(0, len(rows), size):
-            mb_dev = batch.select(rows[s : s + size]).to(device)
+        for mb_rows in length_grouped_minibatches(rows, lengths, minibatches, rng):
+            mb_dev = batch.select(mb_rows).to(device)
             logp, ent = forward_logprobs(model, mb_dev, temperature, with_entropy=True)
             loss, stats = grpo_loss(
                 logp,
