@@ -58,6 +58,15 @@ def collate(
     return ids, loss_mask, attn
 
 
+def _shuffled_batches(
+    n: int, batch_size: int, lengths: list[int], rng: random.Random
+) -> list[list[int]]:
+    """Plain shuffled index batches."""
+    order = list(range(n))
+    rng.shuffle(order)
+    return [order[k : k + batch_size] for k in range(0, n, batch_size)]
+
+
 def _batches(n: int, batch_size: int, lengths: list[int], rng: random.Random) -> list[list[int]]:
     """Shuffled index batches, length-grouped within windows of 16 batches (less padding)."""
     order = list(range(n))
@@ -96,9 +105,20 @@ def sft_train(
     for msgs, tools in examples:
         ids, mask = encode_conversation(tokenizer, msgs, tools)
         rows.append((ids[:max_len], mask[:max_len]))
-    return train_rows(model, tokenizer, rows, epochs=epochs, lr=lr, batch_size=batch_size,
-                      seed=seed, progress=progress, desc=desc, warmup_steps=warmup_steps,
-                      schedule=schedule, weight_decay=weight_decay)
+    return train_rows(
+        model,
+        tokenizer,
+        rows,
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        seed=seed,
+        progress=progress,
+        desc=desc,
+        warmup_steps=warmup_steps,
+        schedule=schedule,
+        weight_decay=weight_decay,
+    )
 
 
 def train_rows(
@@ -115,13 +135,19 @@ def train_rows(
     warmup_steps: int = 0,
     schedule: str = "cosine",
     weight_decay: float = 0.0,
+    group_by_length: bool = True,
 ) -> dict[str, Any]:
-    """Train on pre-tokenized ``(ids, loss_mask)`` rows; the loop behind ``sft_train``."""
+    """Train on pre-tokenized ``(ids, loss_mask)`` rows; the loop behind ``sft_train``.
+
+    ``group_by_length`` batches rows of similar length (less padding); plain shuffled batches
+    learn copy drills markedly faster, so the tiny model's drill phase turns it off.
+    """
     torch.manual_seed(seed)
     rng = random.Random(seed)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     lengths = [len(r[0]) for r in rows]
-    plan = [b for _ in range(epochs) for b in _batches(len(rows), batch_size, lengths, rng)]
+    make_batches = _batches if group_by_length else _shuffled_batches
+    plan = [b for _ in range(epochs) for b in make_batches(len(rows), batch_size, lengths, rng)]
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
     model.train()
