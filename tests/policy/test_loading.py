@@ -15,7 +15,7 @@ def test_tiny_id_builds_in_cache_and_roundtrips(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(tinymodel, "DEFAULT_STEPS", 1)
     monkeypatch.setitem(tinymodel.PRETRAIN, "drill_steps", 1)
     model, tok = load_policy(TINY_MODEL_ID)
-    assert (tmp_path / "cache" / "tiny-v1" / "BUILD_COMPLETE").is_file()
+    assert (tmp_path / "cache" / tinymodel.TINY_VERSION / "BUILD_COMPLETE").is_file()
     assert next(model.parameters()).dtype == torch.float32
     assert tok.pad_token is not None
     saved = save_policy(model, tok, tmp_path / "copy")
