@@ -85,40 +85,19 @@ def sft_train(
     tokenizer: Any,
     examples: list[Example],
     *,
-    epochs: int = 1,
-    lr: float = 1e-4,
-    batch_size: int = 8,
     max_len: int = 1024,
-    seed: int = 0,
-    progress: bool = True,
-    desc: str = "sft",
-    warmup_steps: int = 0,
-    schedule: str = "cosine",
-    weight_decay: float = 0.0,
+    **train_kwargs: Any,
 ) -> dict[str, Any]:
     """Train ``model`` on the assistant tokens of ``examples``; return {steps, final_loss, tokens}.
 
-    Deterministic given ``seed`` (data order and torch RNG). Examples longer than ``max_len``
-    are truncated. ``final_loss`` is the mean loss over the last up-to-10 steps.
+    Examples are tokenized exactly as a rollout would (``encode_conversation``) and truncated to
+    ``max_len``; ``train_kwargs`` (epochs, lr, batch_size, seed, ...) go to ``train_rows``.
     """
     rows = []
     for msgs, tools in examples:
         ids, mask = encode_conversation(tokenizer, msgs, tools)
         rows.append((ids[:max_len], mask[:max_len]))
-    return train_rows(
-        model,
-        tokenizer,
-        rows,
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
-        progress=progress,
-        desc=desc,
-        warmup_steps=warmup_steps,
-        schedule=schedule,
-        weight_decay=weight_decay,
-    )
+    return train_rows(model, tokenizer, rows, **train_kwargs)
 
 
 def train_rows(
@@ -138,6 +117,9 @@ def train_rows(
     group_by_length: bool = True,
 ) -> dict[str, Any]:
     """Train on pre-tokenized ``(ids, loss_mask)`` rows; the loop behind ``sft_train``.
+
+    Deterministic given ``seed`` (data order and torch RNG). ``final_loss`` is the mean loss
+    over the last up-to-10 steps.
 
     ``group_by_length`` batches rows of similar length (less padding); plain shuffled batches
     learn copy drills markedly faster, so the tiny model's drill phase turns it off.
