@@ -109,7 +109,7 @@ def eval_cmd(
         report, trajs = evaluate_model(
             model, task=task, episodes=episodes, levels=level_list, seed0=seed, imports=imports
         )
-    except (FileNotFoundError, ModuleNotFoundError, KeyError, ValueError) as err:
+    except (OSError, ModuleNotFoundError, KeyError, ValueError) as err:
         _fail(str(err))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)

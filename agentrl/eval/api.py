@@ -16,6 +16,14 @@ from agentrl.policy.loading import load_policy
 def resolve_model_path(model_or_run_dir: str) -> str:
     """A run directory means its ``model/`` folder; anything else is a path or hub id."""
     p = Path(model_or_run_dir)
+    looks_like_path = (
+        model_or_run_dir.startswith(("/", ".", "~")) or model_or_run_dir.count("/") > 1
+    )
+    if looks_like_path and not p.exists():
+        raise FileNotFoundError(
+            f"{model_or_run_dir!r} does not exist (expected a run directory, "
+            "a saved model, a hub id like 'org/name', or 'agentrl/tiny')"
+        )
     if (p / "model" / "config.json").is_file():
         return str(p / "model")
     if p.exists() and not (p / "config.json").is_file():
