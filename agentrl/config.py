@@ -109,8 +109,8 @@ class TrainConfig(_Section):
     warmstart_levels: list[int] = Field(
         default_factory=lambda: [1, 2], description="Levels the demonstrations are drawn from."
     )
-    warmstart_epochs: int = Field(3, ge=1)
-    warmstart_lr: float = Field(5e-4, gt=0)
+    warmstart_epochs: int = Field(4, ge=1)
+    warmstart_lr: float = Field(1e-3, gt=0)
     run_dir: str = Field("runs/run", description="Output directory.")
     log_every: int = Field(1, ge=1)
     save_model: bool = Field(True, description="Save the final model in run_dir/model.")
