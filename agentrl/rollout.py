@@ -48,7 +48,7 @@ class _Live:
         self.turn_of_token.extend([turn if policy else -1] * len(ids))
 
 
-def _finish(live: _Live, info: dict, termination: str, reward: RewardBreakdown) -> Trajectory:
+def _finish(live: _Live, termination: str, reward: RewardBreakdown) -> Trajectory:
     return Trajectory(
         task_id=live.task_id,
         group_id=live.spec.group_id,
@@ -92,7 +92,7 @@ def run_episodes(
         budget = [max_total_tokens - len(live[i].ids) for i in active]
         for i, b in zip(list(active), budget, strict=True):
             if b <= 0:  # the prompt alone is over the limit
-                done[i] = _finish(live[i], {}, "length", live[i].env.finish("length"))
+                done[i] = _finish(live[i], "length", live[i].env.finish("length"))
                 active.remove(i)
         if not active:
             break
@@ -114,19 +114,19 @@ def run_episodes(
             ep.append(ids, lps, ep.turn)
             ep.turn += 1
             if not sample.stopped or len(ids) < len(sample.ids):
-                done[i] = _finish(ep, {}, "length", ep.env.finish("length"))
+                done[i] = _finish(ep, "length", ep.env.finish("length"))
                 continue
             text = tok.decode(ids[:-1], skip_special_tokens=False)
             obs, _reward, terminated, truncated, info = ep.env.step(text)
             ep.tool_calls.extend(info.get("tool_calls", []))
             ep.parse_errors.extend(info.get("parse_errors", []))
             if terminated or truncated:
-                done[i] = _finish(ep, info, info["termination"], info["reward"])
+                done[i] = _finish(ep, info["termination"], info["reward"])
                 continue
             history = ep.env.messages[: len(ep.env.messages) - len(obs)]
             delta = encode_delta(tok, history, obs, ep.env.tool_schemas)
             if len(ep.ids) + len(delta) >= max_total_tokens:
-                done[i] = _finish(ep, info, "length", ep.env.finish("length"))
+                done[i] = _finish(ep, "length", ep.env.finish("length"))
                 continue
             ep.append(delta, None, -1)
             still.append(i)
