@@ -13,6 +13,7 @@ import json
 import random
 from typing import Any
 
+from agentrl.chat.template import IM_END, IM_START
 from agentrl.tinyvocab import CITIES, ENGLISH
 from agentrl.types import Message
 
@@ -207,7 +208,7 @@ def sample_conversation(rng: random.Random) -> tuple[list[Message], list[dict[st
     return msgs, schemas
 
 
-def copy_drill(rng: random.Random) -> tuple[list[Message], None]:
+def copy_drill(rng: random.Random) -> list[Message]:
     """A short "repeat after me" chat: 2-5 made-up words, names and numbers to copy exactly.
 
     Cheap to train on, and what a small transformer needs to form induction (copy) heads
@@ -221,13 +222,13 @@ def copy_drill(rng: random.Random) -> tuple[list[Message], None]:
     text = " ".join(parts)
     q = rng.choice(("Repeat: {t}", "Repeat after me: {t}", "Copy this: {t}", "Say exactly: {t}"))
     return [{"role": "user", "content": q.format(t=text)},
-            {"role": "assistant", "content": text}], None  # fmt: skip
+            {"role": "assistant", "content": text}]  # fmt: skip
 
 
 def make_drills(n: int, seed: int = 0) -> list[list[Message]]:
     """``n`` copy drills, a pure function of ``seed``."""
     rng = random.Random(seed)
-    return [copy_drill(rng)[0] for _ in range(n)]
+    return [copy_drill(rng) for _ in range(n)]
 
 
 def drill_text(messages: list[Message]) -> tuple[str, str]:
@@ -237,8 +238,8 @@ def drill_text(messages: list[Message]) -> tuple[str, str]:
     times over, so the drills that teach copying leave it out.
     """
     user, answer = messages[0]["content"], messages[1]["content"]
-    return (f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n",
-            f"{answer}<|im_end|>")  # fmt: skip
+    return (f"{IM_START}user\n{user}{IM_END}\n{IM_START}assistant\n",
+            f"{answer}{IM_END}")  # fmt: skip
 
 
 def make_corpus(n: int, seed: int = 0) -> list[tuple[list[Message], list[dict[str, Any]] | None]]:

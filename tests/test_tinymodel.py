@@ -36,3 +36,21 @@ def test_build_reload_and_reuse(tmp_path) -> None:
     build_tiny_model(tmp_path / "tiny", steps=1, drill_steps=1, progress=False)
     assert (out / MARKER).is_file()
     assert (out / "model.safetensors").stat().st_mtime_ns != stamp
+
+
+def test_copy_drill_rows_train_on_the_answer_only() -> None:
+    import random
+
+    from agentrl.tinycorpus import copy_drill
+    from agentrl.tinymodel import _drill_row, corpus_texts, train_tokenizer
+
+    tok = train_tokenizer(corpus_texts(50, seed=1))
+    messages = copy_drill(random.Random(3))
+    ids, mask = _drill_row(tok, messages)
+    trained = tok.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    assert trained == messages[1]["content"] + "<|im_end|>"
+    prompt = tok.decode(ids[: mask.index(1)])
+    assert (
+        prompt == f"<|im_start|>user\n{messages[0]['content']}<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert "system" not in prompt  # drills carry no system turn (measured: faster copy learning)
