@@ -1,8 +1,29 @@
 """Built-in task families, one file each; importing this registers their env ids."""
 
 from agentrl.envs.registry import register
+from agentrl.envs.tasks.dynamic import DynamicToolsFamily, ToolPool, make_dynamic
+from agentrl.envs.tasks.library import LibraryFamily
+from agentrl.envs.tasks.mathgym import MathFamily
+from agentrl.envs.tasks.meeting import MeetingFamily
+from agentrl.envs.tasks.shaped import ShapedTaskEnv, shaped_factory
+from agentrl.envs.tasks.shop import ShopFamily
 from agentrl.envs.tasks.weather import WeatherFamily
 
 register("weather", WeatherFamily)
+# Curriculum families (stage 2: meeting, shop, math; stage 3: library; stage 4: dynamic).
+register("meeting", shaped_factory(MeetingFamily), max_turns=8)
+register("shop", shaped_factory(ShopFamily), max_turns=8)
+register("math", shaped_factory(MathFamily))  # needs reasoning-gym (the "tasks" extra)
+register("library", shaped_factory(LibraryFamily), max_turns=8)
+register("dynamic", make_dynamic)
 
-__all__ = ["WeatherFamily"]
+__all__ = [
+    "DynamicToolsFamily",
+    "LibraryFamily",
+    "MathFamily",
+    "MeetingFamily",
+    "ShapedTaskEnv",
+    "ShopFamily",
+    "ToolPool",
+    "WeatherFamily",
+]

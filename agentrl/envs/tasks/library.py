@@ -1,0 +1,96 @@
+"""Library: an open tool library (curriculum stage 3, ``make("library")``).
+
+Every tool of the built-in families (weather, meeting, shop and, when reasoning-gym is
+installed, math) is offered at once; each task comes from one family and needs only a subset,
+so choosing the right tools among ~15 is part of the task. Verification, process layers and
+the reference solver are the chosen family's own. Library level ``L`` draws family level
+``L`` (weather and math have no level 0, so the library's levels are 1-3).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from agentrl.envs.task import TaskFamily, TaskInstance
+from agentrl.envs.tasks.meeting import MeetingFamily
+from agentrl.envs.tasks.shop import ShopFamily
+from agentrl.envs.tasks.weather import WeatherFamily
+from agentrl.tools.registry import Tool
+
+SYSTEM_PROMPT = (
+    "You are an assistant with many tools. Use only the tools the request needs; write times "
+    "as 24-hour HH:MM and dates as YYYY-MM-DD."
+)
+
+
+def default_families() -> list[TaskFamily]:
+    """weather, meeting, shop, and math when reasoning-gym is importable."""
+    fams: list[TaskFamily] = [WeatherFamily(), MeetingFamily(), ShopFamily()]
+    try:
+        from agentrl.envs.tasks.mathgym import MathFamily
+
+        fams.append(MathFamily())
+    except ImportError:
+        pass
+    return fams
+
+
+class LibraryFamily(TaskFamily):
+    """Tasks of several families, all their tools offered together."""
+
+    name = "library"
+    levels = (1, 2, 3)
+    system_prompt = SYSTEM_PROMPT
+
+    def __init__(self, families: list[TaskFamily] | None = None) -> None:
+        self.families = {f.name: f for f in (families or default_families())}
+        self._probes = {n: self._probe(f) for n, f in self.families.items()}
+        names = [t.name for n, f in self.families.items() for t in f.tools(self._probes[n])]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"library: tool names used by several families: {dupes}")
+
+    @staticmethod
+    def _probe(family: TaskFamily) -> TaskInstance:
+        level = 1 if 1 in family.levels else family.levels[0]
+        return family.sample(random.Random(0), level)
+
+    def sample(self, rng: random.Random, level: int) -> TaskInstance:
+        """A task of a family drawn from ``rng``, at the family's level ``level``."""
+        if level not in self.levels:
+            raise ValueError(f"library has levels {self.levels}, got {level!r}")
+        name = rng.choice(sorted(self.families))
+        inner = self.families[name].sample(rng, level)
+        data = {"family": name, "inner": inner, "stages": inner.data.get("stages")}
+        return TaskInstance(
+            f"library-{inner.task_id}", level, inner.prompt, data, list(inner.expected_calls)
+        )
+
+    def _inner(self, instance: TaskInstance) -> tuple[TaskFamily, TaskInstance]:
+        return self.families[instance.data["family"]], instance.data["inner"]
+
+    def tools(self, instance: TaskInstance) -> list[Tool]:
+        """Every family's tools: the chosen one's bound to the task, the others to a probe."""
+        out: list[Tool] = []
+        for name, fam in sorted(self.families.items()):
+            chosen = name == instance.data["family"]
+            bound = instance.data["inner"] if chosen else self._probes[name]
+            out += fam.tools(bound)
+        return out
+
+    def check_answer(self, instance: TaskInstance, answer: str) -> bool:
+        """The chosen family's verifier."""
+        fam, inner = self._inner(instance)
+        return fam.check_answer(inner, answer)
+
+    def reference_answer(self, instance: TaskInstance, results: dict[int, Any]) -> str:
+        """The chosen family's reference answer."""
+        fam, inner = self._inner(instance)
+        return fam.reference_answer(inner, results)
+
+    def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, tuple]:
+        """The chosen family's process layers (none for weather)."""
+        fam, inner = self._inner(instance)
+        fn = getattr(fam, "process_layers", None)
+        return fn(inner, call_log) if fn else {}

@@ -1,0 +1,81 @@
+"""Dynamic tools: registration and removal while episodes run; held-out tools."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import agentrl.envs as envs
+from agentrl.envs import check_env, run_reference_episode
+from agentrl.envs.tasks.dynamic import ALL_SPECS, ToolPool
+
+
+def test_splits_are_disjoint_and_heldout_is_never_offered_in_training():
+    train, held = ToolPool("train"), ToolPool("heldout")
+    assert not set(train.names) & set(held.names) and len(held.names) >= 20
+    env = envs.make("dynamic")
+    offered = set()
+    for seed in range(40):
+        env.reset(seed=seed, options={"level": 3})
+        offered |= {s["function"]["name"] for s in env.tool_schemas}
+    assert offered <= set(train.names) and not offered & set(held.names)
+    assert check_env(envs.make("dynamic", split="heldout"), seeds=range(6))["success_rate"] == 1.0
+
+
+def test_registration_mid_run():
+    pool = ToolPool("train", active=ToolPool("train").names[:10])
+    env = envs.make("dynamic", pool=pool)
+    new = ToolPool("train").names[-1]
+    before = set()
+    for seed in range(30):
+        env.reset(seed=seed, options={"level": 1})
+        before |= {s["function"]["name"] for s in env.tool_schemas}
+    assert new not in before
+    pool.register(new)  # mid-run: the next episodes may need the new tool
+    pool.remove(pool.active[0])
+    needed, solved = set(), 0
+    for seed in range(30):
+        msgs, info = run_reference_episode(env, seed=100 + seed, level=1)
+        needed.add(env.instance.data["spec"])
+        solved += info["success"]
+        assert {s["function"]["name"] for s in env.tool_schemas} <= set(pool.active)
+    assert new in needed and solved == 30 and pool.version == 2
+
+
+def test_removed_tool_is_unknown_to_the_next_episode():
+    pool = ToolPool("train")
+    env = envs.make("dynamic", pool=pool)
+    env.reset(seed=0, options={"level": 1})
+    name = env.instance.data["spec"]
+    pool.remove(name)
+    env.reset(seed=0, options={"level": 1})
+    assert name not in [s["function"]["name"] for s in env.tool_schemas]
+    obs, *_ = env.step(f'<tool_call>\n{{"name": "{name}", "arguments": {{}}}}\n</tool_call>')
+    assert "unknown_tool" in obs[0]["content"]
+
+
+def test_rotate_and_state_dict_roundtrip():
+    pool = ToolPool("train", active=ToolPool("train").names[:12])
+    out, new = pool.rotate(random.Random(0), k=3)
+    assert len(out) == len(new) == 3 and not set(new) & set(out)
+    copy = ToolPool("train")
+    copy.load_state_dict(pool.state_dict())
+    assert copy.active == pool.active and copy.version == pool.version
+    with pytest.raises(ValueError, match="not a 'train' tool"):
+        pool.register(ToolPool("heldout").names[0])
+
+
+def test_verifier_on_scripted_answers():
+    env = envs.make("dynamic")
+    msgs, info = run_reference_episode(env, seed=7, level=3)
+    inst, fam = env.instance, env.family
+    assert info["success"]
+    values = fam._values(inst)
+    a, b = inst.data["entities"]
+    best, worst = (a, b) if values[0] > values[1] else (b, a)
+    hi, lo = max(values), min(values)
+    assert fam.check_answer(inst, f"{best}: {hi}, {worst}: {lo}")
+    assert not fam.check_answer(inst, f"{worst}: {lo}, {best}: {hi}")
+    assert not fam.check_answer(inst, f"{best}: {hi}")
+    assert all(ALL_SPECS[n]["split"] == "train" for n in inst.data["offered"])

@@ -1,0 +1,123 @@
+"""The meeting family: zoneinfo/DST conversions, conflict detection, the email verifier."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from envhelpers import call, play
+
+import agentrl.envs as envs
+from agentrl.envs import TaskInstance, check_env
+from agentrl.envs.tasks.meeting import MeetingFamily, email_ok
+
+DAY = "2025-03-12"  # US clocks moved on 9 March, Europe's on 30 March: 5 h apart, not 6
+
+
+def world() -> dict:
+    people = {
+        "Alice": {
+            "timezone": "Europe/Paris",
+            "work_start": "09:00",
+            "work_end": "17:00",
+            "busy": [],
+        },
+        "Bob": {
+            "timezone": "America/New_York",
+            "work_start": "09:00",
+            "work_end": "17:00",
+            "busy": [("2025-03-12T14:00:00+00:00", "2025-03-12T15:00:00+00:00")],
+        },
+    }  # fmt: skip  (Bob is busy 10:00-11:00 New York time)
+    return {"people": people, "organizer": "Alice", "date": DAY, "minutes": 60}
+
+
+def instance() -> TaskInstance:
+    data = {"world": world(), "slot": "2025-03-12T16:00:00+01:00", "stages": [0]}
+    return TaskInstance("m", 1, "Meet Bob.", data, [])
+
+
+def email(body: str, to=("Bob",)) -> str:
+    return call("draft_email", to=list(to), subject="Meeting", body=body)
+
+
+GOOD = [
+    "Alice: 16:00 (Paris)\nBob: 11:00 (New York)",  # 16:00 CET = 11:00 EDT during the gap week
+    "Hi Bob,\nfor Alice that is 2025-03-12 16:00-17:00\nBob: 11:00 to 12:00 EDT",
+]
+BAD = [
+    "Alice: 16:00\nBob: 10:00",  # the standard-time offset (6 h): wrong during DST mismatch
+    "Alice: 15:00\nBob: 10:00",  # Bob is busy then
+    "Alice: 17:00\nBob: 12:00",  # ends after Alice's working hours
+    "Alice: 08:30\nBob: 03:30",  # before anyone's working hours
+    "Alice: 16:00 (Paris)",  # Bob's local time missing
+    "Alice: 16:00 or 10:00 or 12:00\nBob: 11:00",  # listing guesses
+]
+
+
+@pytest.mark.parametrize("body", GOOD)
+def test_good_email_trajectory_succeeds(body):
+    env = envs.make("meeting")
+    info = play(env, [call("get_timezone", person="Bob"), email(body), "Drafted."],
+                instance=instance())  # fmt: skip
+    assert info["termination"] == "success", body
+    assert info["reward"].layers["completion"] == 1.0
+
+
+@pytest.mark.parametrize("body", BAD)
+def test_bad_email_trajectory_fails(body):
+    env = envs.make("meeting")
+    info = play(env, [email(body), "Drafted."], instance=instance())
+    assert info["termination"] == "failure", body
+
+
+def test_no_email_or_wrong_recipients_fails():
+    env = envs.make("meeting")
+    assert play(env, ["Let's meet at 16:00."], instance=instance())["termination"] == "failure"
+    info = play(env, [email(GOOD[0], to=["Carol"]), "Done."], instance=instance())
+    assert info["termination"] == "failure"
+    assert email_ok(world(), {"to": ["bob"], "body": GOOD[0]})
+
+
+def test_tools_convert_with_dst_and_detect_conflicts():
+    env = envs.make("meeting")
+    env.reset(seed=0, options={"instance": instance()})
+    conv = call("convert_time", date=DAY, time="16:00", from_timezone="Europe/Paris",
+                to_timezone="America/New_York")  # fmt: skip
+    busy = call("find_conflicts", people=["Alice", "Bob"], date=DAY, start="15:00",
+                duration_minutes=60, timezone="Europe/Paris")  # fmt: skip
+    obs, *_ = env.step(conv + "\n" + busy + "\n" + call("convert_time", date="2025-04-02",
+        time="16:00", from_timezone="Europe/Paris", to_timezone="America/New_York"))  # fmt: skip
+    assert '"time": "11:00"' in obs[0]["content"] and '"utc_offset": "-4h"' in obs[0]["content"]
+    assert '"free": false' in obs[1]["content"] and "busy" in obs[1]["content"]
+    assert '"time": "10:00"' in obs[2]["content"]  # both on summer time again: 6 h apart
+    obs, *_ = env.step(call("convert_time", date=DAY, time="9:00", from_timezone="Mars/Base",
+                            to_timezone="UTC"))  # fmt: skip
+    assert "Unknown time zone" in obs[0]["content"]
+
+
+def test_process_reward_counts_milestones():
+    env = envs.make("meeting")
+    info = play(env, [call("get_timezone", person="Alice") + call("get_timezone", person="Bob"),
+                      "I could not finish."], instance=instance())  # fmt: skip
+    assert info["termination"] == "failure"
+    assert info["reward"].layers["progress"] == pytest.approx(0.25)
+    assert info["reward"].weights["progress"] > 0 > info["reward"].weights["reask"]
+
+
+def test_level0_subtask_verifier():
+    fam = MeetingFamily()
+    inst = fam.sample(random.Random(4), 0)
+    day, hhmm = inst.data["target"][:10], inst.data["target"][11:16]
+    assert fam.check_answer(inst, f"It is {hhmm} there on {day}.")
+    wrong = f"{(int(hhmm[:2]) + 1) % 24:02d}{hhmm[2:]}"
+    assert not fam.check_answer(inst, f"It is {wrong} there on {day}.")
+    assert not fam.check_answer(inst, f"It is {hhmm} or {wrong} on {day}.")
+
+
+def test_reference_solves_every_level_and_levels_grow():
+    env = envs.make("meeting")
+    assert check_env(env, seeds=range(4))["success_rate"] == 1.0
+    sizes = [len(MeetingFamily().sample(random.Random(1), lv).data["world"]["people"])
+             for lv in (1, 2, 3)]  # fmt: skip
+    assert sizes == [2, 3, 4]
