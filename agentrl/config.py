@@ -116,6 +116,27 @@ class TrainConfig(_Section):
     save_model: bool = Field(True, description="Save the final model in run_dir/model.")
 
 
+class CurriculumConfig(_Section):
+    """Curriculum (agentrl.curriculum): stages of env ids and success-rate level changes."""
+
+    enabled: bool = Field(False, description="Sample tasks from the curriculum.")
+    stages: list[list[str]] = Field(
+        default_factory=lambda: [
+            ["weather"],
+            ["meeting", "shop", "math"],
+            ["library"],
+            ["dynamic"],
+        ],
+        description="Env ids per stage: 1 single tool, 2 fixed flows, 3 open library, 4 dynamic.",
+    )
+    promote_above: float = Field(0.8, gt=0, le=1, description="Rolling success > this: harder.")
+    demote_below: float = Field(0.2, ge=0, lt=1, description="Rolling success < this: easier.")
+    window: int = Field(32, ge=1, description="Episodes in the rolling success window.")
+    review_fraction: float = Field(
+        0.1, ge=0, le=1, description="Share of tasks drawn from earlier stages (no forgetting)."
+    )
+
+
 class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     task: TaskConfig = Field(default_factory=TaskConfig)
@@ -123,6 +144,7 @@ class Config(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
 
 
 class ConfigError(ValueError):
