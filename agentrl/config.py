@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agentrl.tools.settings import ToolsConfig
 
 
 class _Section(BaseModel):
@@ -67,7 +69,9 @@ class RolloutConfig(_Section):
 
 
 class AlgoConfig(_Section):
-    name: Literal["grpo"] = Field("grpo", description="RL algorithm.")
+    name: Literal["grpo", "ppo"] = Field(
+        "grpo", description="RL algorithm: 'grpo' (critic-free, grouped) or 'ppo' (critic + GAE)."
+    )
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
@@ -85,9 +89,75 @@ class AlgoConfig(_Section):
     scale_rewards: bool = Field(
         True, description="Divide group advantages by the group std (GRPO); False = Dr.GRPO."
     )
-    truncation: Literal["mask", "zero"] = Field(
-        "mask", description="Truncated episodes: masked out of the loss, or scored as they are."
+    truncation: Literal["auto", "mask", "zero", "bootstrap"] = Field(
+        "auto",
+        description="Truncated episodes: masked out of the loss, scored as they are, or (PPO) "
+        "bootstrapped from the value; 'auto' = mask for GRPO, bootstrap for PPO.",
     )
+    advantage: Literal["grpo", "rloo", "reinforce_pp"] = Field(
+        "grpo", description="Critic-free advantage estimator (GRPO path)."
+    )
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        "constant", description="LR schedule over the RL steps (after the warm-up)."
+    )
+    warmup_steps: int = Field(0, ge=0, description="Linear LR warm-up steps.")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Cosine floor as a fraction of lr.")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field(
+        "k3", description="Per-token KL estimator in the loss (k1 is used in the reward)."
+    )
+    kl_mode: Literal["loss", "reward"] = Field(
+        "loss", description="KL as a loss term, or folded into the reward (-coef * k1)."
+    )
+    kl_control: Literal["fixed", "adaptive", "decay"] = Field(
+        "fixed",
+        description="KL coefficient: fixed; adaptive (kl_coef is the initial value, seeds: "
+        "0.01, target 0.1); or decay (-kl_decay_rate every kl_decay_every steps).",
+    )
+    kl_target: float = Field(0.1, gt=0, description="Adaptive KL: target KL per episode.")
+    kl_horizon: int = Field(10_000, ge=1, description="Adaptive KL: horizon in episodes.")
+    kl_decay_rate: float = Field(0.05, ge=0, lt=1, description="Decay KL: fraction removed.")
+    kl_decay_every: int = Field(1000, ge=1, description="Decay KL: steps between decays.")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus (seeds: 0.01-0.1).")
+    entropy_coef_final: float | None = Field(
+        None, ge=0, description="Entropy bonus at the last step (linear decay); None = constant."
+    )
+    temperature_final: float | None = Field(
+        None, gt=0, description="rollout.temperature moves linearly to this; None = constant."
+    )
+    reward_norm: Literal["none", "running", "clip"] = Field(
+        "none", description="Episode rewards: as they are, running mean/std, or clipped to [0, 1]."
+    )
+    gamma: float = Field(0.99, gt=0, le=1, description="PPO discount (per turn).")
+    gamma_start: float | None = Field(
+        None, gt=0, le=1, description="Dynamic gamma: from this to gamma (e.g. 0.9 -> 0.99)."
+    )
+    lam: float = Field(0.95, ge=0, le=1, description="PPO GAE lambda.")
+    gae_level: Literal["turn", "token"] = Field(
+        "turn", description="PPO GAE steps: assistant turns or policy tokens."
+    )
+    critic: Literal["head", "separate"] = Field(
+        "head", description="PPO value: a head on the policy's last hidden state, or a copy."
+    )
+    vf_coef: float = Field(0.5, ge=0, description="PPO value-loss weight.")
+    value_clip: float | None = Field(0.2, gt=0, description="PPO value clip (None = off).")
+    value_lr: float | None = Field(None, gt=0, description="Critic LR (None = the policy's).")
+    whiten_advantages: bool = Field(True, description="PPO: whiten advantages over the batch.")
+    target_kl: float | None = Field(
+        None, gt=0, description="PPO: stop the epochs when approx KL > 1.5 * target_kl."
+    )
+    grad_accum: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    micro_batch_tokens: int = Field(
+        0, ge=0, description="Max padded tokens per micro-batch (0 = no limit)."
+    )
+
+    @model_validator(mode="after")
+    def _check_truncation(self) -> AlgoConfig:
+        if self.truncation == "bootstrap" and self.name != "ppo":
+            raise ValueError(
+                "algo.truncation='bootstrap' needs a value function (algo.name='ppo'); "
+                "use 'auto', 'mask' or 'zero' with GRPO"
+            )
+        return self
 
 
 class TrainConfig(_Section):
@@ -114,6 +184,36 @@ class TrainConfig(_Section):
     run_dir: str = Field("runs/run", description="Output directory.")
     log_every: int = Field(1, ge=1)
     save_model: bool = Field(True, description="Save the final model in run_dir/model.")
+    checkpoint_every: int = Field(
+        50, ge=0, description="Checkpoint every N RL steps (0 = only on SIGTERM / stop)."
+    )
+    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept (the newest).")
+    nan_patience: int = Field(
+        3, ge=1, description="Non-finite updates in a row that stop the run (each one is skipped)."
+    )
+    gradient_checkpointing: bool = Field(False, description="Recompute activations (less memory).")
+    autocast: Literal["auto", "off", "bf16"] = Field(
+        "auto", description="bf16 autocast in updates; 'auto' = on CUDA devices that support it."
+    )
+
+
+class LoraConfig(_Section):
+    """LoRA adapters through peft (parameter-efficient RL)."""
+
+    enabled: bool = Field(False, description="Train LoRA adapters instead of all weights.")
+    rank: int = Field(8, ge=1, description="Adapter rank r.")
+    alpha: float = Field(16.0, gt=0, description="Adapter scale alpha (update x alpha / r).")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter input.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        description="Module names that get adapters.",
+    )
+    lr_scale: float = Field(
+        0.2, gt=0, description="LoRA LR = algo.lr x this (seeds: 1/5-1/10 of full fine-tuning)."
+    )
+    merge_on_save: bool = Field(
+        True, description="Save the merged model in run_dir/model (adapter in run_dir/adapter)."
+    )
 
 
 class CurriculumConfig(_Section):
@@ -144,7 +244,12 @@ class Config(_Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    lora: LoraConfig = Field(default_factory=LoraConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
+    tools: ToolsConfig = Field(
+        default_factory=ToolsConfig,
+        description="ToolGuard: process mode, timeouts, breaker, fallbacks, sandbox.",
+    )
 
 
 class ConfigError(ValueError):

@@ -29,3 +29,44 @@ def group_advantages(
             centred = centred / (r.std(unbiased=False) + eps)
         adv[members] = centred
     return adv.to(torch.float32)
+
+
+def rloo_advantages(
+    rewards: torch.Tensor,  # (N,) episode rewards, grouped
+    group_ids: torch.Tensor,  # (N,)
+    valid: torch.Tensor,  # (N,) bool
+) -> torch.Tensor:  # (N,) advantages; 0 where not valid or alone in its group
+    """RLOO: reward minus the mean of the *other* valid members of its group.
+
+    ``A_i = r_i - (sum_j r_j - r_i) / (k - 1)`` over the group's ``k`` valid members, which is
+    ``k / (k - 1)`` times the plain group-centred reward. A member alone gets 0.
+    """
+    rewards = rewards.to(torch.float64)
+    adv = torch.zeros_like(rewards)
+    for g in torch.unique(group_ids):
+        members = (group_ids == g) & valid  # (N,)
+        k = int(members.sum())
+        if k < 2:
+            continue
+        r = rewards[members]
+        adv[members] = r - (r.sum() - r) / (k - 1)
+    return adv.to(torch.float32)
+
+
+def reinforce_pp_advantages(
+    rewards: torch.Tensor,  # (N,) episode rewards, grouped
+    group_ids: torch.Tensor,  # (N,)
+    valid: torch.Tensor,  # (N,) bool
+    eps: float = 1e-6,
+) -> torch.Tensor:  # (N,)
+    """REINFORCE++-style baseline: group mean subtracted, then divided by the *batch* std.
+
+    Normalizing by the std of all valid centred rewards in the batch (not per group) keeps
+    groups whose members barely differ from being blown up (REINFORCE++-baseline, Hu 2025).
+    """
+    centred = group_advantages(rewards, group_ids, valid, scale=False).to(torch.float64)  # (N,)
+    v = centred[valid]
+    if v.numel() < 2:
+        return centred.to(torch.float32)
+    std = v.std(unbiased=False)
+    return (centred / (std + eps) * valid).to(torch.float32)

@@ -3,61 +3,73 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import torch
 
-from agentrl.algos.advantages import group_advantages
+from agentrl.algos.advantages import (
+    group_advantages,
+    reinforce_pp_advantages,
+    rloo_advantages,
+)
 from agentrl.algos.losses import grpo_loss, masked_mean, token_entropy, token_logprobs
+from agentrl.algos.update import autocast, guarded_step, micro_weights
+from agentrl.algos.value import policy_forward
 from agentrl.types import Trajectory
 
 
 @dataclass
 class Batch:
-    """Right-padded training tensors; position t predicts token t+1."""
+    """Right-padded training tensors; position t predicts token t+1.
+
+    ``advantages`` is (B,) per episode (GRPO) or (B, T-1) per token (PPO). The PPO fields
+    ``old_values``, ``returns`` and ``value_mask`` are (B, T-1), aligned with ``targets``:
+    entry t is V(state after tokens 0..t), the state in which target t is sampled.
+    """
 
     input_ids: torch.Tensor  # (B, T)
     attention: torch.Tensor  # (B, T)
     targets: torch.Tensor  # (B, T-1) ids at positions 1..T-1
     mask: torch.Tensor  # (B, T-1) 1 = policy token that counts in the loss
     old_logp: torch.Tensor  # (B, T-1) rollout-time log-probs of targets
-    advantages: torch.Tensor  # (B,)
+    advantages: torch.Tensor  # (B,) or (B, T-1)
     ref_logp: torch.Tensor | None = None  # (B, T-1)
+    old_values: torch.Tensor | None = None  # (B, T-1) PPO: critic values at rollout time
+    returns: torch.Tensor | None = None  # (B, T-1) PPO: value targets
+    value_mask: torch.Tensor | None = None  # (B, T-1) PPO: 1 where the value loss counts
 
     def to(self, device) -> Batch:
         """The same batch on ``device``."""
         return Batch(
-            *(
-                None if x is None else x.to(device)
-                for x in (
-                    self.input_ids,
-                    self.attention,
-                    self.targets,
-                    self.mask,
-                    self.old_logp,
-                    self.advantages,
-                    self.ref_logp,
-                )
-            )
+            **{
+                f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device)
+                for f in fields(self)
+            }
         )
 
     def select(self, rows: list[int]) -> Batch:
         """A minibatch, trimmed to its own longest sequence."""
         idx = torch.tensor(rows, dtype=torch.long)
         width = int(self.attention[idx].sum(-1).max())
-        return Batch(
-            self.input_ids[idx, :width],
-            self.attention[idx, :width],
-            self.targets[idx, : width - 1],
-            self.mask[idx, : width - 1],
-            self.old_logp[idx, : width - 1],
-            self.advantages[idx],
-            None if self.ref_logp is None else self.ref_logp[idx, : width - 1],
-        )
+        out = {}
+        for f in fields(self):
+            x = getattr(self, f.name)
+            if x is None or (f.name == "advantages" and x.dim() == 1):
+                out[f.name] = None if x is None else x[idx]
+            elif f.name in ("input_ids", "attention"):
+                out[f.name] = x[idx, :width]
+            else:
+                out[f.name] = x[idx, : width - 1]
+        return Batch(**out)
+
+    def rows_with_tokens(self) -> list[int]:
+        """Rows that have at least one policy token in the loss (invalid rows have none)."""
+        return [i for i in range(self.input_ids.shape[0]) if self.mask[i].sum() > 0]
 
 
 def episode_validity(trajs: list[Trajectory], truncation: str) -> torch.Tensor:
-    """(N,) bool: harness faults never count; truncations count only if truncation == 'zero'."""
+    """(N,) bool: harness faults never count; truncations count unless truncation == 'mask'."""
     valid = []
     for t in trajs:
         truncated = t.termination in ("max_turns", "length")
@@ -65,14 +77,35 @@ def episode_validity(trajs: list[Trajectory], truncation: str) -> torch.Tensor:
     return torch.tensor(valid, dtype=torch.bool)
 
 
+ESTIMATORS = ("grpo", "rloo", "reinforce_pp")
+
+
 def compute_advantages(
-    trajs: list[Trajectory], truncation: str, scale: bool
+    trajs: list[Trajectory],
+    truncation: str,
+    scale: bool,
+    estimator: str = "grpo",
+    rewards: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GRPO advantages (N,) and validity (N,) for a list of grouped trajectories."""
-    rewards = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
+    """Critic-free advantages (N,) and validity (N,) for a list of grouped trajectories.
+
+    ``estimator``: ``grpo`` (group-centred, std-scaled if ``scale``), ``rloo`` (leave-one-out
+    group mean) or ``reinforce_pp`` (group-centred, batch-std scaled). ``rewards`` (N,)
+    replaces the episodes' own totals (e.g. normalized ones). ``truncation='auto'`` masks.
+    """
+    if rewards is None:
+        rewards = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
     groups = torch.tensor([t.group_id for t in trajs], dtype=torch.long)  # (N,)
-    valid = episode_validity(trajs, truncation)
-    return group_advantages(rewards, groups, valid, scale=scale), valid
+    valid = episode_validity(trajs, "mask" if truncation == "auto" else truncation)
+    if estimator == "grpo":
+        return group_advantages(rewards, groups, valid, scale=scale), valid
+    if estimator == "rloo":
+        return rloo_advantages(rewards, groups, valid), valid
+    if estimator == "reinforce_pp":
+        return reinforce_pp_advantages(rewards, groups, valid), valid
+    raise ValueError(
+        f"config field 'algo.advantage' must be one of {ESTIMATORS}, got {estimator!r}"
+    )
 
 
 def build_batch(
@@ -96,15 +129,25 @@ def build_batch(
 
 
 def forward_logprobs(
-    model, batch: Batch, temperature: float, with_entropy: bool = False
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs (B, T-1) of the batch's targets under ``model`` (and entropies if asked)."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention).logits[
-        :, :-1
-    ]  # (B, T-1, V)
+    model,
+    batch: Batch,
+    temperature: float,
+    with_entropy: bool = False,
+    entropy_grad: bool = False,
+    with_hidden: bool = False,
+) -> tuple:
+    """Log-probs (B, T-1) of the batch's targets under ``model``, entropies (B, T-1) if asked.
+
+    ``entropy_grad``: keep the entropy in the graph (for an entropy bonus). ``with_hidden``:
+    also return the last hidden state (B, T, H) for a value head (a third element).
+    """
+    logits, hidden = policy_forward(model, batch.input_ids, batch.attention, with_hidden)
+    logits = logits[:, :-1]  # (B, T-1, V)
     logp = token_logprobs(logits, batch.targets, temperature)
-    ent = token_entropy(logits.detach(), temperature) if with_entropy else None
-    return logp, ent
+    ent = None
+    if with_entropy:
+        ent = token_entropy(logits if entropy_grad else logits.detach(), temperature)
+    return (logp, ent, hidden) if with_hidden else (logp, ent)
 
 
 @torch.no_grad()
@@ -148,39 +191,67 @@ def grpo_update(
     max_grad_norm: float,
     temperature: float,
     rng: random.Random,
-) -> dict[str, float]:
-    """Epochs x minibatches optimizer steps on one rollout batch; returns mean statistics."""
+    entropy_coef: float = 0.0,
+    grad_accum: int = 1,
+    token_budget: int = 0,
+    amp_dtype: torch.dtype | None = None,
+    kl_kind: str = "k3",
+) -> dict[str, Any]:
+    """Epochs x minibatches optimizer steps on one rollout batch; returns mean statistics.
+
+    Each minibatch is one optimizer step, its gradient accumulated over micro-batches
+    (``grad_accum`` pieces, each within ``token_budget`` padded tokens). A non-finite loss or
+    gradient norm skips the step; ``stats["stepped"]`` lists each update's outcome.
+    """
     device = next(model.parameters()).device
-    rows = [i for i in range(batch.input_ids.shape[0]) if batch.mask[i].sum() > 0]
-    totals: dict[str, float] = {}
-    n_updates = 0
-    model.train()
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    rows = batch.rows_with_tokens()
     lengths = batch.attention.sum(-1).tolist()  # (B,) real tokens per row
+    totals: dict[str, float] = {}
+    stepped: list[bool] = []
+    model.train()
     for _ in range(epochs):
         for mb_rows in length_grouped_minibatches(rows, lengths, minibatches, rng):
-            mb_dev = batch.select(mb_rows).to(device)
-            logp, ent = forward_logprobs(model, mb_dev, temperature, with_entropy=True)
-            loss, stats = grpo_loss(
-                logp,
-                mb_dev.old_logp,
-                mb_dev.ref_logp,
-                mb_dev.advantages,
-                mb_dev.mask,
-                clip_eps,
-                kl_coef,
-                loss_agg,
+            weights = micro_weights(
+                mb_rows, lengths, batch.mask, None, loss_agg, grad_accum, token_budget
             )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            optimizer.step()
-            stats = {
-                **stats,
-                "total": loss.detach(),
-                "grad_norm": grad_norm.detach(),
-                "entropy": masked_mean(ent, mb_dev.mask),
-            }
-            for k, v in stats.items():
-                totals[k] = totals.get(k, 0.0) + float(v)
-            n_updates += 1
-    return {k: v / max(n_updates, 1) for k, v in totals.items()} | {"updates": float(n_updates)}
+            sums: dict[str, float] = {}
+            finite = True
+            for micro, w, _ in weights:
+                mb_dev = batch.select(micro).to(device)
+                with autocast(device, amp_dtype):
+                    logp, ent = forward_logprobs(
+                        model, mb_dev, temperature, with_entropy=True, entropy_grad=entropy_coef > 0
+                    )
+                loss, stats = grpo_loss(
+                    logp,
+                    mb_dev.old_logp,
+                    mb_dev.ref_logp,
+                    mb_dev.advantages,
+                    mb_dev.mask,
+                    clip_eps,
+                    kl_coef,
+                    loss_agg,
+                    kl_kind,
+                )
+                entropy = masked_mean(ent, mb_dev.mask, loss_agg)
+                if entropy_coef > 0:
+                    loss = loss - entropy_coef * entropy
+                if not torch.isfinite(loss):
+                    finite = False
+                    break
+                (loss * w).backward()
+                stats = {**stats, "total": loss.detach(), "entropy": entropy.detach()}
+                for k, v in stats.items():
+                    sums[k] = sums.get(k, 0.0) + w * float(v)
+            grad_norm, ok = guarded_step(params, optimizer, max_grad_norm, finite)
+            stepped.append(ok)
+            if ok:
+                for k, v in {**sums, "grad_norm": grad_norm}.items():
+                    totals[k] = totals.get(k, 0.0) + v
+    n_ok = sum(stepped)
+    return {k: v / max(n_ok, 1) for k, v in totals.items()} | {
+        "updates": float(n_ok),
+        "skipped": float(len(stepped) - n_ok),
+        "stepped": stepped,
+    }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from agentrl.algos.kl import kl_estimate
+
 
 def token_logprobs(
     logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0
@@ -74,13 +76,42 @@ def grpo_loss(
     clip_eps: float = 0.2,
     kl_coef: float = 0.0,
     agg: str = "token_mean",
+    kl_kind: str = "k3",
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """GRPO objective: clipped surrogate + kl_coef * k3 KL to the reference, over policy tokens."""
+    """GRPO objective: clipped surrogate + kl_coef * KL to the reference, over policy tokens.
+
+    ``kl_kind`` picks the per-token estimator (``agentrl.algos.kl``: k1, k2, k3).
+    """
     pg_loss, stats = clipped_policy_loss(logp, old_logp, advantages, mask, clip_eps, agg)
     if ref_logp is not None and kl_coef > 0:
-        kl = masked_mean(kl_k3(logp, ref_logp), mask, agg)
+        kl = masked_mean(kl_estimate(logp, ref_logp, kl_kind), mask, agg)
     else:
         kl = torch.zeros((), dtype=logp.dtype)
     loss = pg_loss + kl_coef * kl
     stats = {**stats, "policy": pg_loss.detach(), "kl": kl.detach()}
     return loss, stats
+
+
+def clipped_value_loss(
+    values: torch.Tensor,  # (B, T) current critic values
+    old_values: torch.Tensor,  # (B, T) critic values at rollout time
+    returns: torch.Tensor,  # (B, T) GAE value targets
+    mask: torch.Tensor,  # (B, T) 1 where the value loss counts
+    clip: float | None = 0.2,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """PPO value loss: ``0.5 * max((v - R)^2, (v_clip - R)^2)``, token mean over ``mask``.
+
+    ``v_clip = old + clamp(v - old, -clip, clip)`` keeps the critic near its rollout-time
+    values; ``clip=None`` gives the plain ``0.5 * (v - R)^2``.
+    """
+    loss_plain = (values - returns) ** 2  # (B, T)
+    if clip is None:
+        per_token = loss_plain
+        clip_frac = torch.zeros((), dtype=values.dtype)
+    else:
+        v_clip = old_values + torch.clamp(values - old_values, -clip, clip)  # (B, T)
+        loss_clipped = (v_clip - returns) ** 2  # (B, T)
+        per_token = torch.maximum(loss_plain, loss_clipped)
+        with torch.no_grad():
+            clip_frac = masked_mean((loss_clipped > loss_plain).to(values.dtype), mask)
+    return 0.5 * masked_mean(per_token, mask), {"value_clip_frac": clip_frac}

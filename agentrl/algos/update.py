@@ -1,0 +1,134 @@
+"""Shared optimizer mechanics of GRPO and PPO: micro-batches, guarded steps, autocast.
+
+- ``micro_batches``: a minibatch (one optimizer step) is split into ``grad_accum`` pieces and
+  further so that no piece holds more than ``token_budget`` padded tokens; gradients add up.
+- ``guarded_step``: clip, then step only if the loss and the grad norm are finite; the
+  ``NanGuard`` stops the run after ``patience`` skipped updates in a row.
+- ``autocast``: bf16 autocast where the device supports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+import torch
+
+
+def micro_batches(
+    rows: list[int], lengths: list[int], grad_accum: int = 1, token_budget: int = 0
+) -> list[list[int]]:
+    """Split ``rows`` into at least ``grad_accum`` pieces, each within ``token_budget``.
+
+    A piece's cost is ``len(piece) * max(lengths of its rows)`` (the padded tensor size);
+    a single row longer than the budget is a piece of its own. ``token_budget = 0``: no limit.
+    """
+    size = max(1, -(-len(rows) // max(grad_accum, 1)))
+    pieces = [rows[s : s + size] for s in range(0, len(rows), size)]
+    if token_budget <= 0:
+        return pieces
+    out: list[list[int]] = []
+    for piece in pieces:
+        current: list[int] = []
+        width = 0
+        for r in sorted(piece, key=lambda i: lengths[i]):
+            w = max(width, lengths[r])
+            if current and w * (len(current) + 1) > token_budget:
+                out.append(current)
+                current, w = [], lengths[r]
+            current.append(r)
+            width = w
+        if current:
+            out.append(current)
+    return out
+
+
+def micro_weights(
+    rows: list[int],
+    lengths: list[int],
+    mask: torch.Tensor,  # (B, T) policy-loss mask of the whole batch
+    value_mask: torch.Tensor | None,  # (B, T) value-loss mask, or None
+    agg: str,
+    grad_accum: int = 1,
+    token_budget: int = 0,
+) -> list[tuple[list[int], float, float]]:
+    """Micro-batches of one minibatch with their shares of the policy and value losses.
+
+    Policy share: of the minibatch's policy tokens (``token_mean``) or rows (``seq_mean``);
+    value share: of its value tokens. Each share sums to 1 over the pieces, so accumulating
+    ``share * piece loss`` gives the gradient of the whole minibatch's loss.
+    """
+    pieces = micro_batches(rows, lengths, grad_accum, token_budget)
+    if len(pieces) == 1:
+        return [(pieces[0], 1.0, 1.0)]
+    if agg == "seq_mean":
+        pol = [float(len(p)) for p in pieces]
+    else:
+        pol = [float(mask[p].sum()) for p in pieces]
+    val = [1.0 if value_mask is None else float(value_mask[p].sum()) for p in pieces]
+    tp, tv = max(sum(pol), 1.0), max(sum(val), 1.0)
+    return [(p, a / tp, b / tv) for p, a, b in zip(pieces, pol, val, strict=True)]
+
+
+def guarded_step(
+    params: Iterable[torch.nn.Parameter],
+    optimizer: torch.optim.Optimizer,
+    max_grad_norm: float,
+    loss_finite: bool,
+) -> tuple[float, bool]:
+    """Clip gradients and step unless the loss or the gradient norm is NaN/Inf.
+
+    Returns (grad norm, stepped). Gradients are cleared either way, so a skipped update
+    leaves parameters and optimizer state exactly as they were.
+    """
+    grad_norm = torch.nn.utils.clip_grad_norm_(list(params), max_grad_norm)
+    ok = bool(loss_finite) and bool(torch.isfinite(grad_norm))
+    if ok:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return float(grad_norm), ok
+
+
+class NonFiniteError(RuntimeError):
+    """Too many non-finite updates in a row; the run stopped (a checkpoint was written)."""
+
+
+class NanGuard:
+    """Counts skipped (non-finite) updates in a row across steps."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+        self.in_a_row = 0
+        self.total_skipped = 0
+
+    def observe(self, stepped: list[bool]) -> bool:
+        """Feed one RL step's update outcomes; True when ``patience`` skips in a row are reached."""
+        for ok in stepped:
+            self.in_a_row = 0 if ok else self.in_a_row + 1
+            self.total_skipped += 0 if ok else 1
+        return self.patience > 0 and self.in_a_row >= self.patience
+
+    def state_dict(self) -> dict[str, int]:
+        return {"in_a_row": self.in_a_row, "total_skipped": self.total_skipped}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.in_a_row, self.total_skipped = int(state["in_a_row"]), int(state["total_skipped"])
+
+
+def autocast_dtype(mode: str, device: str) -> torch.dtype | None:
+    """``off``: None. ``bf16``: bfloat16. ``auto``: bfloat16 on a CUDA device that supports it."""
+    if mode == "off":
+        return None
+    if mode == "bf16":
+        return torch.bfloat16
+    if mode == "auto":
+        cuda = str(device).startswith("cuda") and torch.cuda.is_available()
+        return torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else None
+    raise ValueError(f"config field 'train.autocast' must be 'auto', 'off' or 'bf16', got {mode!r}")
+
+
+def autocast(device: torch.device | str, dtype: torch.dtype | None):
+    """A ``torch.autocast`` context for ``dtype``, or a no-op when it is None."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
