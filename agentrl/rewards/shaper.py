@@ -2,7 +2,9 @@
 
 Episode layers (unweighted, in ``RewardBreakdown.layers``):
 
-- ``format``: mean format score over assistant turns (0.0 if there was no turn).
+- ``format``: mean format score over assistant turns; 0.0 if there was no turn, and 0.0 when
+  the task expected calls and none was made (otherwise a policy that cannot yet call a tool
+  well learns to skip tools: a plain answer always parses).
 - ``tool_choice``: mean over the turns that made calls. With no call at all it is 0.0 when
   the task expected calls (answering without looking must not earn it) and 1.0 when it
   expected none.
@@ -59,8 +61,10 @@ class RewardShaper:
         """The unweighted episode scores (see the module docstring)."""
         choices = [t["tool_choice"] for t in self.per_turn if "tool_choice" in t]
         no_call_choice = 0.0 if self.expected else 1.0
+        skipped_tools = bool(self.expected) and not self.history
+        fmt = 0.0 if skipped_tools else layers.mean_or([t["format"] for t in self.per_turn], 0.0)
         return {
-            "format": layers.mean_or([t["format"] for t in self.per_turn], 0.0),
+            "format": fmt,
             "tool_choice": layers.mean_or(choices, no_call_choice),
             "arguments": layers.argument_coverage((c for c, _ in self.history), self.expected),
             "completion": layers.completion_score(success),

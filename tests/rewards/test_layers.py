@@ -93,7 +93,13 @@ def test_shaper_no_calls():
     shaper.add_turn(ParsedAction("It is sunny."), [])
     answered_blind = shaper.breakdown(success=False)
     assert answered_blind.layers["tool_choice"] == 0.0  # calls were needed: no free credit
-    assert answered_blind.total == pytest.approx(0.1)
+    assert answered_blind.layers["format"] == 0.0  # nor format credit for skipping the tools
+    assert answered_blind.total == pytest.approx(0.0)
+    # a well-formed call with a wrong argument beats answering blind
+    shaper.reset([PARIS])
+    shaper.add_turn(ParsedAction("", (ToolCall("get_weather", {"city": "Rome"}),)), [True])
+    shaper.add_turn(ParsedAction("It is sunny."), [])
+    assert shaper.breakdown(success=False).total == pytest.approx(0.1 + 0.2)
     shaper.reset([])
     shaper.add_turn(ParsedAction("Hello!"), [])
     assert shaper.breakdown(success=True).layers["tool_choice"] == 1.0
