@@ -84,12 +84,19 @@ def train_cmd(
 @app.command("eval")
 def eval_cmd(
     model: str = typer.Argument(
-        ..., help="Run directory, saved model path, HF hub id, or 'agentrl/tiny'."
+        ...,
+        help="Policy: run directory, saved model path, HF hub id, 'agentrl/tiny', 'reference' "
+        "(the reference solvers) or 'openai:BASE_URL:MODEL' (any OpenAI-compatible server).",
     ),
     task: str = typer.Option("weather", help="Registered environment id."),
-    episodes: int = typer.Option(96, help="Held-out evaluation episodes."),
+    episodes: int = typer.Option(
+        None, help="Held-out episodes (default 96); with --suite, episodes per task (default 8)."
+    ),
     levels: str = typer.Option("1,2,3", help="Comma-separated difficulty levels (cycled)."),
     seed: int = typer.Option(10_000, help="First held-out seed."),
+    suite: list[str] = typer.Option(
+        [], "--suite", help="Named suite: basic, hard, adversarial or all (repeatable)."
+    ),
     out: Path = typer.Option(
         None, help="Write the report JSON and transcripts into this directory."
     ),
@@ -98,28 +105,34 @@ def eval_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as the last stdout line."),
 ) -> None:
-    """Evaluate a model alone with greedy decoding on fixed held-out seeds."""
-    from agentrl.eval.api import evaluate_model
+    """Evaluate a policy alone with greedy decoding on fixed held-out seeds."""
+    from agentrl.eval import api
 
     try:
         level_list = [int(x) for x in levels.split(",") if x.strip()]
     except ValueError:
         _fail(f"--levels must be comma-separated integers, got {levels!r}")
     try:
-        report, trajs = evaluate_model(
-            model, task=task, episodes=episodes, levels=level_list, seed0=seed, imports=imports
-        )
+        if suite:
+            names = list(api.SUITES) if "all" in suite else suite
+            report, records = api.evaluate_suites(model, names, episodes=episodes or 8, seed0=seed)
+        elif (text := api.load_text_policy(model, seed)) is not None:
+            report, records = api.evaluate_text_task(
+                text, task=task, episodes=episodes or 96, levels=level_list, seed0=seed,
+                imports=imports,
+            )  # fmt: skip
+        else:
+            report, trajs = api.evaluate_model(
+                model, task=task, episodes=episodes or 96, levels=level_list, seed0=seed,
+                imports=imports,
+            )  # fmt: skip
+            records = [t.to_record() for t in trajs]
     except (OSError, ModuleNotFoundError, KeyError, ValueError) as err:
         _fail(str(err))
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "report.json").write_text(json.dumps(report, indent=2))
-        with (out / "transcripts.jsonl").open("w") as fh:
-            for t in trajs:
-                fh.write(json.dumps(t.to_record()) + "\n")
-    console.print(
-        f"success rate: {report['success_rate']:.3f}  by level: {report['success_by_level']}"
-    )
+        api.write_outputs(out, report, records)
+    for line in api.report_lines(report):
+        console.print(line)
     _emit(report, as_json)
 
 

@@ -1,14 +1,18 @@
-"""Evaluate a saved model or run directory on a registered task (``agentrl eval``)."""
+"""``agentrl eval``: a model, a run directory, the reference solver or an OpenAI-compatible
+endpoint, on one registered task or on the named suites (basic, hard, adversarial)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from agentrl.chat.render import stop_token_ids
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
+from agentrl.eval.policies import OpenAIPolicy, ReferencePolicy, TextPolicy, run_text_episode
 from agentrl.eval.runner import evaluate
+from agentrl.eval.suites import SUITES, run_suite, summarize_records
 from agentrl.policy.generate import HFGenerator
 from agentrl.policy.loading import load_policy
 
@@ -68,3 +72,102 @@ def evaluate_model(
     )
     report = {"model": model_or_run_dir, "task": task, **report}
     return report, trajs
+
+
+def load_text_policy(spec: str, seed: int = 0) -> TextPolicy | None:
+    """``reference`` or ``openai:BASE_URL:MODEL`` as a text policy; None for a model path."""
+    if spec == "reference":
+        return ReferencePolicy()
+    if spec.startswith("openai:"):
+        return OpenAIPolicy.from_spec(spec, seed=seed)
+    return None
+
+
+def _hf_generator(model_or_run_dir: str, device: str) -> HFGenerator:
+    model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
+    return HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id)
+
+
+def evaluate_text_task(
+    policy: TextPolicy,
+    *,
+    task: str = "weather",
+    episodes: int = 96,
+    levels: list[int] | None = None,
+    seed0: int = 10_000,
+    max_turns: int = 6,
+    imports: list[str] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``evaluate_model``'s counterpart for text policies (reference, OpenAI endpoints)."""
+    import_env_modules(imports or [])
+    env = make(task, max_turns=max_turns)
+    levels = levels or [1, 2, 3]
+    records = [
+        run_text_episode(policy, env, seed0 + i, levels[i % len(levels)]) for i in range(episodes)
+    ]
+    report = {"model": policy.name, "task": task, **summarize_records(records)}
+    return report, records
+
+
+def evaluate_suites(
+    policy_spec: str,
+    suites: list[str],
+    *,
+    episodes: int = 8,
+    seed0: int = 10_000,
+    device: str = "cpu",
+    max_new_tokens: int = 128,
+    max_total_tokens: int = 2048,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run named suites (``basic``, ``hard``, ``adversarial``) with greedy decoding.
+
+    Returns the report (``success_rate`` overall, per suite and per task under
+    ``suites[name]["tasks"]``) and every episode record (the transcripts).
+    """
+    unknown = [s for s in suites if s not in SUITES]
+    if unknown:
+        raise ValueError(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
+    text = load_text_policy(policy_spec, seed=seed0)
+    generator = None if text is not None else _hf_generator(policy_spec, device)
+    report: dict[str, Any] = {"policy": policy_spec, "decoding": "greedy", "seed0": seed0,
+                              "episodes_per_task": episodes, "suites": {}}  # fmt: skip
+    records: list[dict[str, Any]] = []
+    for name in suites:
+        summary, recs = run_suite(
+            name, policy=text, generator=generator, episodes=episodes, seed0=seed0,
+            max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens,
+        )  # fmt: skip
+        report["suites"][name] = summary
+        records += recs
+    report["episodes"] = len(records)
+    report["success_rate"] = sum(r["success"] for r in records) / max(len(records), 1)
+    return report, records
+
+
+def write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """``out/report.json`` and the per-episode transcripts (``transcripts.jsonl``, or one
+    ``transcripts/<suite>.jsonl`` per suite)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault(r.get("suite", ""), []).append(r)
+    for suite, recs in groups.items():
+        path = out / "transcripts" / f"{suite}.jsonl" if suite else out / "transcripts.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as fh:
+            for r in recs:
+                fh.write(json.dumps(r, default=str, ensure_ascii=False) + "\n")
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """Human-readable summary lines of a report."""
+    if "suites" not in report:
+        return [
+            f"success rate: {report['success_rate']:.3f}  by level: {report['success_by_level']}"
+        ]
+    lines = []
+    for name, s in report["suites"].items():
+        tasks = "  ".join(f"{k} {v['success_rate']:.2f}" for k, v in s["tasks"].items())
+        lines.append(f"{name}: {s['success_rate']:.3f} ({s['episodes']} episodes)  {tasks}")
+    return lines
