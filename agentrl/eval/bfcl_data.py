@@ -73,7 +73,7 @@ def to_json_schema(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: to_json_schema(v) for k, v in schema.items() if k != "optional"}
-    if out.get("type") in _TYPES:
+    if isinstance(out.get("type"), str) and out["type"] in _TYPES:
         mapped = _TYPES[out["type"]]
         if mapped is None:
             out.pop("type")
