@@ -154,5 +154,40 @@ def _report(summary: dict) -> None:
         )
 
 
+sandbox_app = typer.Typer(help="The code-interpreter sandbox (bubblewrap).", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
+
+
+@sandbox_app.command("run")
+def sandbox_run(
+    file: Path = typer.Argument(..., help="A Python file to run in the sandbox."),
+    timeout: float = typer.Option(5.0, "--timeout", min=0.01, help="Wall-clock limit (s)."),
+    memory_mb: int = typer.Option(512, "--memory-mb", min=32, help="Address-space limit."),
+    unsafe: bool = typer.Option(
+        False, "--unsafe", help="Run WITHOUT isolation (no bwrap); for machines without it."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON line."),
+) -> None:
+    """Run FILE through the same sandbox as the run_python tool; print stdout, stderr, exit
+    code, timed_out, killed_by and duration."""
+    from agentrl.sandbox import SandboxError, SandboxLimits, run_file
+
+    if not file.is_file():
+        _fail(f"file {str(file)!r} does not exist")
+    limits = SandboxLimits(timeout_s=timeout, memory_mb=memory_mb)
+    try:
+        result = run_file(file, limits, mode="unsafe" if unsafe else "bwrap")
+    except SandboxError as err:
+        _fail(str(err))
+    if as_json:
+        _emit(result.to_dict(), True)
+        return
+    typer.echo(f"--- stdout ---\n{result.stdout}--- stderr ---\n{result.stderr}", nl=False)
+    typer.echo(
+        f"--- exit_code={result.exit_code} timed_out={result.timed_out} "
+        f"killed_by={result.killed_by} duration={result.duration_s:.3f}s mode={result.mode}"
+    )
+
+
 if __name__ == "__main__":
     app()

@@ -9,6 +9,7 @@ re-tokenized). Finished episodes drop out of the batch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from agentrl.chat.render import encode_delta, encode_prompt
@@ -65,6 +66,16 @@ def _finish(live: _Live, termination: str, reward: RewardBreakdown) -> Trajector
     )
 
 
+def _step_all(pairs: list[tuple[object, str]]) -> list[tuple]:
+    """``env.step(text)`` for each pair; concurrently when every env says its steps may
+    overlap (``concurrent_steps``: its tools run in worker processes), so slow tool calls of
+    many episodes wait together. Each env is stepped by one thread only."""
+    if len(pairs) < 2 or not all(getattr(env, "concurrent_steps", False) for env, _ in pairs):
+        return [env.step(text) for env, text in pairs]
+    with ThreadPoolExecutor(max_workers=min(32, len(pairs))) as pool:
+        return list(pool.map(lambda pair: pair[0].step(pair[1]), pairs))
+
+
 def run_episodes(
     generator: HFGenerator,
     make_env: Callable[[], object],
@@ -107,6 +118,7 @@ def run_episodes(
             greedy=greedy,
         )
         still: list[int] = []
+        texts: dict[int, str] = {}
         for i, sample in zip(active, samples, strict=True):
             ep = live[i]
             room = max_total_tokens - len(ep.ids)
@@ -116,8 +128,11 @@ def run_episodes(
             if not sample.stopped or len(ids) < len(sample.ids):
                 done[i] = _finish(ep, "length", ep.env.finish("length"))
                 continue
-            text = tok.decode(ids[:-1], skip_special_tokens=False)
-            obs, _reward, terminated, truncated, info = ep.env.step(text)
+            texts[i] = tok.decode(ids[:-1], skip_special_tokens=False)
+        steps = _step_all([(live[i].env, text) for i, text in texts.items()])
+        for i, step in zip(texts, steps, strict=True):
+            ep = live[i]
+            obs, _reward, terminated, truncated, info = step
             ep.tool_calls.extend(info.get("tool_calls", []))
             ep.parse_errors.extend(info.get("parse_errors", []))
             if terminated or truncated:

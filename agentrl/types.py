@@ -78,6 +78,7 @@ class ToolResult:
     ok: bool = True
     error_code: str | None = None  # invalid_arguments, unknown_tool, timeout, exception, ...
     latency_s: float = 0.0
+    fallback: str | None = None  # "default", "message" or "tool:<name>" when a fallback answered
 
 
 @dataclass

@@ -19,6 +19,7 @@ from agentrl.chat.parser import parse_action
 from agentrl.envs import reference
 from agentrl.envs.task import TaskFamily, TaskInstance
 from agentrl.rewards.shaper import RewardShaper
+from agentrl.tools.errors import HARNESS_CODES
 from agentrl.tools.guard import ToolGuard
 from agentrl.tools.registry import ToolRegistry
 from agentrl.types import TERMINATIONS, Message, ParsedAction, RewardBreakdown, ToolResult
@@ -101,6 +102,7 @@ class ToolTaskEnv:
         registry = ToolRegistry(family.tools(probe))
         self.tool_schemas: list[dict[str, Any]] = registry.schemas()
         self.guard = ToolGuard(registry)
+        self.concurrent_steps = False
         self.messages: list[Message] = []
         self.instance: TaskInstance | None = None
         self.call_log: list[dict[str, Any]] = []
@@ -133,6 +135,8 @@ class ToolTaskEnv:
         if registry.schemas() != self.tool_schemas:
             raise ValueError(f"{self.family.name!r}: tools() must give the same schemas always")
         self.guard.registry = registry
+        #: the rollout may step this env in a thread alongside others (worker-mode tools only)
+        self.concurrent_steps = any(self.guard.policy(t).mode == "worker" for t in registry)
         self.instance = instance
         self.messages = []
         if self.family.system_prompt:
@@ -188,7 +192,12 @@ class ToolTaskEnv:
         if parsed.is_final_answer:
             success = bool(self.family.check_answer(self.instance, parsed.text))
             return obs, *self._end("success" if success else "failure", info, terminated=True)
-        if any(r["error_code"] == "timeout" for r in info["tool_calls"]):
+        faults = [r["content"] for r in info["tool_calls"] if r["error_code"] in HARNESS_CODES]
+        if faults:  # a worker died / the sandbox failed: the harness's fault, not the model's
+            info["error"] = faults[0]
+            return obs, *self._end("harness_error", info, terminated=False)
+        codes = {r["error_code"] for r in info["tool_calls"]}
+        if "timeout" in codes and self.guard.settings.stop_on_timeout:
             return obs, *self._end("tool_timeout", info, terminated=False)
         if self.turn >= self.max_turns:
             return obs, *self._end("max_turns", info, terminated=False)

@@ -36,6 +36,9 @@ class Tool:
     description: str
     parameters: dict[str, Any]
     fn: Callable[..., Any] = field(compare=False, repr=False)
+    #: How the guard runs it (``agentrl.tools.settings.ToolPolicy`` fields, e.g.
+    #: ``{"mode": "worker"}``); config ``tools.per_tool`` overrides it.
+    policy: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -138,9 +141,16 @@ def parse_google_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
 
 
 def tool(
-    fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None
+    fn: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    policy: dict[str, Any] | None = None,
 ) -> Any:
-    """Decorator: make a ``Tool`` from a function's type hints and Google-style docstring."""
+    """Decorator: make a ``Tool`` from a function's type hints and Google-style docstring.
+
+    ``policy`` sets how the guard runs it, e.g. ``@tool(policy={"mode": "worker"})``.
+    """
 
     def build(func: Callable[..., Any]) -> Tool:
         if not callable(func):
@@ -168,16 +178,20 @@ def tool(
                 prop["default"] = param.default
             properties[pname] = prop
         parameters = {"type": "object", "properties": properties, "required": required}
-        return Tool(tool_name, description or summary or tool_name, parameters, func)
+        return Tool(tool_name, description or summary or tool_name, parameters, func, policy)
 
     return build(fn) if fn is not None else build
 
 
 def tool_from_schema(
-    name: str, description: str, parameters: dict[str, Any], fn: Callable[..., Any]
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    fn: Callable[..., Any],
+    policy: dict[str, Any] | None = None,
 ) -> Tool:
     """A tool from a raw schema ``{"type": "object", "properties": ..., "required": [...]}``."""
-    return Tool(name, description, dict(parameters), fn)
+    return Tool(name, description, dict(parameters), fn, policy)
 
 
 class ToolRegistry:

@@ -8,6 +8,7 @@ import pytest
 
 import agentrl.envs as envs
 from agentrl.envs import TaskInstance, ToolTaskEnv, WeatherFamily
+from agentrl.tools.settings import ToolsConfig
 from agentrl.types import RewardBreakdown, ToolCall, ToolResult
 
 
@@ -146,7 +147,7 @@ def test_reference_action_is_the_template_rendering(env):
     )
 
 
-def test_tool_timeout_ends_the_episode_truncated(env, monkeypatch):
+def test_tool_timeout_goes_on_or_ends_the_episode_if_configured(env, monkeypatch):
     env.reset(seed=0, options={"level": 1})
     monkeypatch.setattr(
         env.guard,
@@ -155,6 +156,10 @@ def test_tool_timeout_ends_the_episode_truncated(env, monkeypatch):
             c.name, '{"error": "timeout", "message": "slow"}', ok=False, error_code="timeout"
         ),
     )
+    obs, _, term, trunc, info = env.step(env.reference_action())  # default: the model sees it
+    assert (term, trunc, "termination" in info) == (False, False, False)
+    assert json.loads(obs[0]["content"])["error"] == "timeout"
+    env.guard.settings = ToolsConfig(stop_on_timeout=True)
     _, _, term, trunc, info = env.step(env.reference_action())
     assert (term, trunc, info["termination"]) == (False, True, "tool_timeout")
 

@@ -1,6 +1,7 @@
 """Built-in task families, one file each; importing this registers their env ids."""
 
 from agentrl.envs.registry import register
+from agentrl.envs.tasks.arith import ArithFamily
 from agentrl.envs.tasks.dynamic import DynamicToolsFamily, ToolPool, make_dynamic
 from agentrl.envs.tasks.library import LibraryFamily
 from agentrl.envs.tasks.mathgym import MathFamily
@@ -16,8 +17,10 @@ register("shop", shaped_factory(ShopFamily), max_turns=8)
 register("math", shaped_factory(MathFamily))  # needs reasoning-gym (the "tasks" extra)
 register("library", shaped_factory(LibraryFamily), max_turns=8)
 register("dynamic", make_dynamic)
+register("arith_code", ArithFamily, max_turns=4)  # ToRL: run_python in the sandbox
 
 __all__ = [
+    "ArithFamily",
     "DynamicToolsFamily",
     "LibraryFamily",
     "MathFamily",
