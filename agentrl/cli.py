@@ -58,25 +58,42 @@ def demo(
 @app.command("train")
 def train_cmd(
     config: Path = typer.Argument(
-        ..., help="YAML config file (sections: model, task, reward, rollout, algo, train)."
+        None, help="YAML config file (sections: model, task, reward, rollout, algo, train, lora)."
     ),
     set_: list[str] = typer.Option(
         [], "--set", help="Override one field: --set algo.lr=1e-5 (repeatable)."
+    ),
+    resume: Path = typer.Option(
+        None,
+        "--resume",
+        help="Continue RUN_DIR from its newest complete checkpoint, with its config.yaml "
+        "(--set may still change fields, e.g. train.steps to train longer).",
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print a JSON summary as the last stdout line."
     ),
     quiet: bool = typer.Option(False, help="No progress bars."),
 ) -> None:
-    """Run the training loop from a config file."""
+    """Run the training loop from a config file, or resume a run directory."""
+    from agentrl.algos.update import NonFiniteError
     from agentrl.config import ConfigError, load_config
     from agentrl.trainer import train
 
+    if (config is None) == (resume is None):
+        _fail("give a CONFIG file, or --resume RUN_DIR (not both)")
     try:
-        cfg = load_config(config, set_)
+        if resume is not None:
+            if not (resume / "config.yaml").is_file():
+                _fail(f"--resume: {resume} has no config.yaml (not a run directory)")
+            cfg = load_config(resume / "config.yaml", [*set_, f"train.run_dir={resume}"])
+        else:
+            cfg = load_config(config, set_)
     except ConfigError as err:
         _fail(str(err))
-    summary = train(cfg, progress=not quiet, console=console)
+    try:
+        summary = train(cfg, progress=not quiet, console=console, resume=resume is not None)
+    except (FileNotFoundError, NonFiniteError) as err:
+        _fail(str(err))
     _report(summary)
     _emit(summary, as_json)
 

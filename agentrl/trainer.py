@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,19 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agentrl.algos.grpo import build_batch, compute_advantages, grpo_update, reference_logprobs
+from agentrl.algos.grpo import build_batch, episode_validity, reference_logprobs
+from agentrl.algos.normalization import RewardNormalizer
+from agentrl.algos.update import NanGuard, NonFiniteError, autocast_dtype
 from agentrl.chat.render import stop_token_ids
+from agentrl.checkpoint import (
+    START_FILE,
+    TermSignal,
+    latest_checkpoint,
+    load_checkpoint,
+    save_atomic,
+    save_checkpoint,
+    step_dir,
+)
 from agentrl.config import Config, save_config
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
@@ -26,6 +37,21 @@ from agentrl.eval.runner import evaluate
 from agentrl.monitor.metrics import JsonlSink
 from agentrl.policy.generate import HFGenerator
 from agentrl.policy.loading import load_policy, save_policy
+from agentrl.policy.lora import merge_and_save
+from agentrl.rl_setup import (
+    LoopState,
+    RLModels,
+    build_optimizer,
+    build_rl_models,
+    checkpoint_parts,
+    episode_kl,
+    make_kl_controller,
+    resolve_truncation,
+    restore_parts,
+    set_lr,
+    settings_at,
+    update_policy,
+)
 from agentrl.rollout import EpisodeSpec, run_episodes
 from agentrl.sft import sft_train
 from agentrl.types import Trajectory
@@ -136,6 +162,9 @@ def step_metrics(
             "grad_norm": "policy/grad_norm",
             "approx_kl_old": "policy/approx_kl_old",
             "updates": "policy/updates",
+            "skipped": "policy/skipped_updates",
+            "early_stop": "policy/early_stop",
+            "value_clip_frac": "value/clip_frac",
         }.get(k, f"loss/{k}")
         m[key] = v
     return m
@@ -154,11 +183,27 @@ def _progress(console: Console, enabled: bool) -> Progress:
     )
 
 
-def train(cfg: Config, *, progress: bool = True, console: Console | None = None) -> dict[str, Any]:
-    """Warm-start, evaluate, train with GRPO, evaluate again; returns the run summary."""
+def train(
+    cfg: Config,
+    *,
+    progress: bool = True,
+    console: Console | None = None,
+    resume: bool = False,
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Warm-start, evaluate, train with GRPO or PPO, evaluate again; returns the run summary.
+
+    ``resume``: continue ``cfg.train.run_dir`` from its newest complete checkpoint (no warm
+    start, no first evaluation: both happened before RL began). ``on_step(n)`` is called after
+    each step (and its checkpoint) with the number of completed steps.
+    """
     console = console or Console(stderr=True)
     t_start = time.time()
     run_dir = Path(cfg.train.run_dir)
+    ckpt_dir = run_dir / "checkpoints"
+    resume_from = latest_checkpoint(ckpt_dir) if resume else None
+    if resume and resume_from is None:
+        raise FileNotFoundError(f"--resume: no complete checkpoint in {ckpt_dir}")
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
     seed_everything(cfg.train.seed)
@@ -169,7 +214,7 @@ def train(cfg: Config, *, progress: bool = True, console: Console | None = None)
     )
     generator = HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id)
     make_env = env_factory(cfg)
-    ro = cfg.rollout
+    ro, algo = cfg.rollout, cfg.algo
     eval_kwargs = {
         "episodes": cfg.train.eval_episodes,
         "levels": cfg.train.eval_levels,
@@ -179,7 +224,7 @@ def train(cfg: Config, *, progress: bool = True, console: Console | None = None)
     }
 
     # 1. Warm start: SFT on a few dozen reference demonstrations.
-    if cfg.train.warmstart_demos > 0:
+    if cfg.train.warmstart_demos > 0 and resume_from is None:
         demos = collect_demos(
             make_env,
             cfg.train.warmstart_demos,
@@ -200,7 +245,7 @@ def train(cfg: Config, *, progress: bool = True, console: Console | None = None)
 
     # 2. Baseline evaluation.
     before: dict[str, Any] = {}
-    if cfg.train.eval_episodes:
+    if cfg.train.eval_episodes and resume_from is None:
         console.print(f"evaluating before RL on {cfg.train.eval_episodes} held-out episodes")
         before, trajs = evaluate(generator, make_env, **eval_kwargs)
         _write_trajectories(run_dir / "eval_before.jsonl", trajs)
@@ -208,19 +253,31 @@ def train(cfg: Config, *, progress: bool = True, console: Console | None = None)
             f"success before RL: {before['success_rate']:.3f} {before['success_by_level']}"
         )
 
-    # 3. RL.
-    ref_model = copy.deepcopy(model).eval() if cfg.algo.kl_coef > 0 else None
-    if ref_model is not None:
-        ref_model.requires_grad_(False)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=cfg.algo.lr, weight_decay=cfg.algo.weight_decay
-    )
-    metrics = JsonlSink(run_dir / "metrics.jsonl")
-    traj_sink = JsonlSink(run_dir / "trajectories.jsonl")
-    with _progress(console, progress) as bar:
-        task = bar.add_task("GRPO", total=cfg.train.steps, info="")
-        for step in range(cfg.train.steps):
+    # 3. RL. The weights at RL start are the reference (and a LoRA run's frozen base).
+    if resume_from is None:
+        save_atomic(ckpt_dir / START_FILE, model.state_dict())
+    else:
+        model.load_state_dict(torch.load(ckpt_dir / START_FILE, map_location=device))
+    rl = build_rl_models(model, cfg)
+    model = generator.model = rl.policy
+    optimizer = build_optimizer(rl, cfg)
+    loop = LoopState(rng, make_kl_controller(cfg), RewardNormalizer(algo.reward_norm),
+                     NanGuard(cfg.train.nan_patience), before)  # fmt: skip
+    logs = [run_dir / "metrics.jsonl", run_dir / "trajectories.jsonl"]
+    start = 0
+    if resume_from is not None:
+        start = restore_parts(load_checkpoint(resume_from), rl, optimizer, loop, run_dir)
+        console.print(f"resumed from {resume_from} after {start} steps")
+    truncation = resolve_truncation(cfg)
+    amp = autocast_dtype(cfg.train.autocast, device)
+    metrics, traj_sink = JsonlSink(logs[0]), JsonlSink(logs[1])
+    saved_at, interrupted = start, False
+    with TermSignal() as term, _progress(console, progress) as bar:
+        task = bar.add_task(algo.name.upper(), total=cfg.train.steps, completed=start, info="")
+        for step in range(start, cfg.train.steps):
             t0 = time.time()
+            s = settings_at(cfg, step, loop.kl)
+            set_lr(optimizer, s.lr)
             specs = sample_specs(
                 rng,
                 ro.groups_per_step,
@@ -235,51 +292,76 @@ def train(cfg: Config, *, progress: bool = True, console: Console | None = None)
                 specs,
                 max_new_tokens=ro.max_new_tokens,
                 max_total_tokens=ro.max_total_tokens,
-                temperature=ro.temperature,
+                temperature=s.temperature,
                 top_p=ro.top_p,
             )
             rollout_s = time.time() - t0
-            advantages, valid = compute_advantages(
-                trajs, cfg.algo.truncation, cfg.algo.scale_rewards
+            valid = episode_validity(trajs, truncation)
+            raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
+            rewards = loop.normalizer(raw, valid)  # (N,)
+            batch = build_batch(trajs, torch.zeros(len(trajs)), valid, tok.pad_token_id)
+            if rl.ref is not None:
+                batch.ref_logp = reference_logprobs(rl.ref, batch, s.temperature)
+            kl_per_episode = episode_kl(batch)  # (N,)
+            stats, extra = update_policy(
+                cfg, s, rl, optimizer, batch, trajs, rewards, valid, kl_per_episode, rng, amp
             )
-            batch = build_batch(trajs, advantages, valid, tok.pad_token_id)
-            if ref_model is not None:
-                batch.ref_logp = reference_logprobs(ref_model, batch, ro.temperature)
-            stats = grpo_update(
-                model,
-                optimizer,
-                batch,
-                clip_eps=cfg.algo.clip_eps,
-                kl_coef=cfg.algo.kl_coef,
-                loss_agg=cfg.algo.loss_agg,
-                epochs=cfg.algo.epochs,
-                minibatches=cfg.algo.minibatches,
-                max_grad_norm=cfg.algo.max_grad_norm,
-                temperature=ro.temperature,
-                rng=rng,
-            )
+            stepped = stats.pop("stepped")
+            loop.kl.update(float(kl_per_episode[valid].mean()) if valid.any() else 0.0, len(trajs))
             m = step_metrics(step, trajs, valid, stats, rollout_s, time.time() - t0)
+            m.update(extra)
+            m.update({f"train/{k}": v for k, v in vars(s).items()})
+            m["rollout/kl_per_episode"] = float(kl_per_episode.mean())
             metrics.write(m)
             for t in trajs:
                 traj_sink.write({"step": step, **t.to_record()})
+            if stats["skipped"]:
+                console.print(f"[yellow]step {step}: {int(stats['skipped'])} update(s) skipped: "
+                              "non-finite loss or gradient norm[/]")  # fmt: skip
+            diverged = loop.guard.observe(stepped)
+            every = cfg.train.checkpoint_every
+            if diverged or term.requested or (every and (step + 1) % every == 0):
+                parts = checkpoint_parts(step + 1, rl, optimizer, loop, logs)
+                save_checkpoint(ckpt_dir, step + 1, parts, cfg.train.keep_checkpoints)
+                saved_at = step + 1
+            if diverged:
+                metrics.close()
+                traj_sink.close()
+                raise NonFiniteError(
+                    f"{loop.guard.in_a_row} non-finite updates in a row (train.nan_patience="
+                    f"{cfg.train.nan_patience}) at step {step}: the run stopped. The last good "
+                    f"weights are checkpointed in {step_dir(ckpt_dir, saved_at)}. Lower algo.lr, "
+                    "check the rewards for NaN/Inf, or set train.autocast=off."
+                )
             bar.update(
                 task,
                 advance=1,
                 info=f"success {m['rollout/success_rate']:.2f} "
                 f"reward {m['reward/total']:.2f} kl {m.get('loss/kl', 0.0):.4f}",
             )
+            if on_step is not None:
+                on_step(step + 1)
+            if term.requested:
+                interrupted = True
+                console.print(
+                    f"SIGTERM: stopped after step {step + 1}, checkpoint in "
+                    f"{step_dir(ckpt_dir, saved_at)}; continue with: "
+                    f"agentrl train --resume {run_dir}"
+                )
+                break
     metrics.close()
     traj_sink.close()
 
     # 4. Final evaluation and save.
     after: dict[str, Any] = {}
-    if cfg.train.eval_episodes:
+    if cfg.train.eval_episodes and not interrupted:
         console.print(f"evaluating after RL on {cfg.train.eval_episodes} held-out episodes")
         after, trajs = evaluate(generator, make_env, **eval_kwargs)
         _write_trajectories(run_dir / "eval_after.jsonl", trajs)
         console.print(f"success after RL: {after['success_rate']:.3f} {after['success_by_level']}")
-    if cfg.train.save_model:
-        save_policy(model, tok, run_dir / "model")
+    if cfg.train.save_model and not interrupted:
+        _save_final(rl, tok, cfg, run_dir)
+    before = loop.eval_before
     summary = {
         "success_before": before.get("success_rate"),
         "success_after": after.get("success_rate"),
@@ -287,11 +369,27 @@ def train(cfg: Config, *, progress: bool = True, console: Console | None = None)
         "eval_before": before,
         "eval_after": after,
         "steps": cfg.train.steps,
+        "algo": algo.name,
+        "interrupted": interrupted,
         "run_dir": str(run_dir),
         "wall_s": round(time.time() - t_start, 1),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def _save_final(rl: RLModels, tok, cfg: Config, run_dir: Path) -> None:
+    """The trained model in run_dir/model (LoRA: adapter in run_dir/adapter, merged model in
+    run_dir/model unless lora.merge_on_save is off); a PPO critic in run_dir/critic.pt."""
+    if rl.lora:
+        if cfg.lora.merge_on_save:
+            merge_and_save(rl.policy, tok, run_dir / "model", run_dir / "adapter")
+        else:
+            rl.policy.save_pretrained(str(run_dir / "adapter"))
+    else:
+        save_policy(rl.policy, tok, run_dir / "model")
+    if rl.critic is not None:
+        torch.save(rl.critic.state_dict(), run_dir / "critic.pt")
 
 
 def _write_trajectories(path: Path, trajs: list[Trajectory]) -> None:

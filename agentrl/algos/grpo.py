@@ -215,6 +215,7 @@ def grpo_update(
             weights = micro_weights(
                 mb_rows, lengths, batch.mask, None, loss_agg, grad_accum, token_budget
             )
+            optimizer.zero_grad(set_to_none=True)  # nothing left over from elsewhere
             sums: dict[str, float] = {}
             finite = True
             for micro, w, _ in weights:

@@ -1,7 +1,7 @@
 """PPO with a critic: GAE targets at turn or token level, clipped policy and value losses.
 
-Flow for one RL step: ``build_batch`` (shared with GRPO) -> ``rollout_values`` (critic values
-and, when needed, reference log-probs; no grad) -> ``ppo_targets`` (GAE advantages and value
+Flow for one RL step: ``build_batch`` and ``reference_logprobs`` (shared with GRPO) ->
+``rollout_values`` (critic values, no grad) -> ``ppo_targets`` (GAE advantages and value
 targets, a pure function) -> ``ppo_update`` (epochs x minibatches, micro-batched, guarded,
 target-KL early stop).
 
@@ -18,12 +18,7 @@ from typing import Any
 import torch
 
 from agentrl.algos.gae import gae, whiten
-from agentrl.algos.grpo import (
-    Batch,
-    forward_logprobs,
-    length_grouped_minibatches,
-    reference_logprobs,
-)
+from agentrl.algos.grpo import Batch, forward_logprobs, length_grouped_minibatches
 from agentrl.algos.kl import kl_estimate
 from agentrl.algos.losses import clipped_policy_loss, clipped_value_loss, masked_mean
 from agentrl.algos.update import autocast, guarded_step, micro_weights
@@ -140,7 +135,6 @@ def rollout_values(
 def prepare_ppo_batch(
     model: Any,
     critic: Critic,
-    ref_model: Any | None,
     batch: Batch,
     trajs: list[Trajectory],
     rewards: torch.Tensor,  # (N,) episode rewards (normalized)
@@ -152,12 +146,12 @@ def prepare_ppo_batch(
     level: str,
     kl_coef: float,
     kl_mode: str,
-    temperature: float,
     whiten_advantages: bool,
 ) -> tuple[Batch, dict[str, float]]:
-    """Fill the batch's PPO fields (values, returns, advantages, reference log-probs)."""
-    if ref_model is not None:
-        batch.ref_logp = reference_logprobs(ref_model, batch, temperature)
+    """Fill the batch's PPO fields: old values, GAE advantages, returns, value mask.
+
+    ``batch.ref_logp`` must already hold the reference log-probs when the KL is in the reward.
+    """
     values = rollout_values(model, critic, batch)  # (B, T)
     kl_penalty = None
     if kl_mode == "reward" and batch.ref_logp is not None and kl_coef > 0:
@@ -219,6 +213,7 @@ def ppo_update(
     critic.train()
     for _ in range(epochs):
         for mb_rows in length_grouped_minibatches(rows, lengths, minibatches, rng):
+            optimizer.zero_grad(set_to_none=True)  # nothing left over from elsewhere
             sums: dict[str, float] = {}
             finite = True
             pieces = micro_weights(
@@ -275,13 +270,13 @@ def _ppo_micro_loss(
     policy_part = pg - entropy_coef * entropy + kl_coef * kl
     loss = w_pol * policy_part + w_val * vf_coef * vf
     stats = {
-        "policy": w_pol * float(pg),
-        "value": w_val * float(vf),
-        "kl": w_pol * float(kl),
-        "entropy": w_pol * float(entropy),
+        "policy": w_pol * float(pg.detach()),
+        "value": w_val * float(vf.detach()),
+        "kl": w_pol * float(kl.detach()),
+        "entropy": w_pol * float(entropy.detach()),
         "clip_frac": w_pol * float(pg_stats["clip_frac"]),
         "approx_kl_old": w_pol * float(pg_stats["approx_kl_old"]),
         "value_clip_frac": w_val * float(vf_stats["value_clip_frac"]),
-        "total": float(loss),
+        "total": float(loss.detach()),
     }
     return loss, stats

@@ -1,0 +1,196 @@
+"""Exact resume (DESIGN contract 6): 8 steps straight == 4 steps, kill -9, --resume, 4 steps.
+
+PPO on the tiny model with every piece of carried state switched on (value head, running
+reward normalization, adaptive KL, cosine LR, decaying entropy bonus, dynamic gamma), on CPU.
+Killed runs are real subprocesses ended with SIGKILL; a test-only ``on_step`` hook parks them
+at a known point. Timing metrics (``time/*``, ``*_per_s``) differ between any two runs and are
+left out of the comparison; everything else must match exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from agentrl.checkpoint import latest_checkpoint, load_checkpoint
+from agentrl.cli import app
+from agentrl.config import build_config, save_config
+from agentrl.trainer import train
+
+STEPS = 8
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One torch thread here and in the children: the same reduction order in every run (and
+    much faster than two threads on a busy 2-core machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _overrides(tiny_dir: Path, run: Path, every: int) -> list[str]:
+    return [
+        f"model.name={tiny_dir}",
+        f"train.run_dir={run}",
+        f"train.steps={STEPS}",
+        f"train.checkpoint_every={every}",
+        "train.keep_checkpoints=2",
+        "train.eval_episodes=0",
+        "train.warmstart_demos=0",
+        "task.max_turns=2",
+        "rollout.group_size=2",
+        "rollout.groups_per_step=1",
+        "rollout.max_new_tokens=6",
+        "rollout.max_total_tokens=320",
+        "algo.name=ppo",
+        "algo.minibatches=2",
+        "algo.epochs=2",
+        "algo.kl_coef=0.05",
+        "algo.kl_control=adaptive",
+        "algo.kl_horizon=10",
+        "algo.reward_norm=running",
+        "algo.lr_schedule=cosine",
+        "algo.warmup_steps=2",
+        "algo.entropy_coef=0.05",
+        "algo.entropy_coef_final=0.0",
+        "algo.gamma_start=0.9",
+    ]
+
+
+# The killed run: stop at a chosen point and wait there to be killed.
+_CHILD = """
+import sys, time
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from agentrl.config import load_config
+from agentrl import checkpoint
+from agentrl.trainer import train
+
+cfg_path, mode, arg, flag = sys.argv[1:5]
+cfg = load_config(cfg_path)
+
+def park():
+    Path(flag).write_text("parked")
+    time.sleep(600)
+
+if mode == "after_step":  # park once `arg` steps are done (their checkpoint included)
+    hook = lambda n: park() if n == int(arg) else None
+    train(cfg, progress=False, on_step=hook)
+else:  # park half way through writing the checkpoint directory `arg`
+    real = checkpoint._write_file
+    def slow_write(path, obj):
+        if path.parent.name == arg + ".tmp" and path.name == "optimizer.pt":
+            path.write_bytes(b"partial")
+            park()
+        real(path, obj)
+    checkpoint._write_file = slow_write
+    train(cfg, progress=False)
+"""
+
+
+def _run_and_kill(cfg_path: Path, mode: str, arg: str, flag: Path) -> None:
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(cfg_path), mode, arg, str(flag)], env=env
+    )
+    try:
+        deadline = time.time() + 300
+        while not flag.exists():
+            assert proc.poll() is None, "the child exited before reaching the kill point"
+            assert time.time() < deadline, "the child never reached the kill point"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _metric_lines(run: Path) -> list[dict]:
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    return [
+        {k: v for k, v in m.items() if not k.startswith("time/") and not k.endswith("_per_s")}
+        for m in lines
+    ]
+
+
+def _final_state(run: Path) -> dict[str, torch.Tensor]:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(run / "model")
+    state = {f"policy.{k}": v for k, v in model.state_dict().items()}
+    critic = torch.load(run / "critic.pt")
+    return state | {f"critic.{k}": v for k, v in critic.items()}
+
+
+def _resume_cli(run: Path) -> None:
+    result = CliRunner().invoke(app, ["train", "--resume", str(run), "--quiet"])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="module")
+def straight(tiny_dir, tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("resume") / "straight"
+    train(build_config({}, _overrides(tiny_dir, run, every=4)), progress=False)
+    return run
+
+
+def _assert_same_run(a: Path, b: Path) -> None:
+    lines_a, lines_b = _metric_lines(a), _metric_lines(b)
+    assert [m["step"] for m in lines_b] == list(range(STEPS))
+    assert lines_a == lines_b
+    sa, sb = _final_state(a), _final_state(b)
+    assert sa.keys() == sb.keys()
+    different = [k for k in sa if not torch.equal(sa[k], sb[k])]
+    assert different == []
+
+
+def test_kill_after_step_then_resume_equals_straight_run(straight, tiny_dir, tmp_path):
+    run = tmp_path / "killed"
+    cfg_path = tmp_path / "cfg.yaml"
+    save_config(build_config({}, _overrides(tiny_dir, run, every=4)), cfg_path)
+    # killed after 5 steps: the checkpoint is at 4, so step 4's metric line must be dropped
+    _run_and_kill(cfg_path, "after_step", "5", tmp_path / "flag")
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 5
+    assert latest_checkpoint(run / "checkpoints").name == "step_000004"
+    _resume_cli(run)
+    _assert_same_run(straight, run)
+
+
+def test_kill_during_checkpoint_write_keeps_previous_and_resume_uses_it(
+    straight, tiny_dir, tmp_path
+):
+    run = tmp_path / "killed_in_write"
+    cfg_path = tmp_path / "cfg.yaml"
+    save_config(build_config({}, _overrides(tiny_dir, run, every=2)), cfg_path)
+    _run_and_kill(cfg_path, "in_write", "step_000006", tmp_path / "flag")
+    ckpts = run / "checkpoints"
+    assert (ckpts / "step_000006.tmp" / "optimizer.pt").read_bytes() == b"partial"
+    assert not (ckpts / "step_000006").exists()
+    latest = latest_checkpoint(ckpts)
+    assert latest.name == "step_000004"
+    assert load_checkpoint(latest)["state"]["step"] == 4  # the previous one still loads
+    _resume_cli(run)
+    assert not (ckpts / "step_000006.tmp").exists()  # the leftover was cleaned up
+    _assert_same_run(straight, run)
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
+    run = tmp_path / "empty"
+    run.mkdir()
+    save_config(build_config({}, [f"train.run_dir={run}"]), run / "config.yaml")
+    result = CliRunner().invoke(app, ["train", "--resume", str(run), "--quiet"])
+    assert result.exit_code == 2
+    assert "no complete checkpoint" in result.output
