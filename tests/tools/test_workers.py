@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -32,11 +33,12 @@ def sleepy(seconds: float) -> str:
 
 
 @tool
-def spawner(seconds: float) -> int:
-    """Start a child process that outlives the call, then hang."""
+def spawner(seconds: float, token: str) -> int:
+    """Start a child process (marked with ``token``) that outlives the call, then hang."""
     import subprocess
+    import sys
 
-    child = subprocess.Popen(["sleep", "300"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", token])
     time.sleep(seconds)
     return child.pid
 
@@ -94,15 +96,14 @@ def test_timeout_kills_the_worker_and_its_children_and_ignores_model_arguments(p
     r = guard.call(ToolCall("echo", {"text": "x", "timeout": 999.0}))
     assert r.ok  # a "timeout" argument is plain data
     start = time.monotonic()
-    slow = guard.call(ToolCall("spawner", {"seconds": 30}))
+    token = f"agentrl-test-{uuid.uuid4().hex}"
+    slow = guard.call(ToolCall("spawner", {"seconds": 30, "token": token}))
     elapsed = time.monotonic() - start
     assert slow.error_code == "timeout" and 0.5 <= elapsed < 1.5
     assert json.loads(slow.content)["message"].startswith("spawner did not answer within 0.5 s")
     assert pool.killed == 1
     time.sleep(0.2)
-    leftovers = [
-        p for p in os.listdir("/proc") if p.isdigit() and _cmdline(p) == b"sleep\x00300\x00"
-    ]
+    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and token.encode() in _cmdline(p)]
     assert [p for p in leftovers if alive(int(p))] == []  # the child died with its worker
     assert guard.call(ToolCall("sleepy", {"seconds": 0.01})).content == "awake"  # replaced
 
