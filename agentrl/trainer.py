@@ -271,6 +271,12 @@ def train(
     truncation = resolve_truncation(cfg)
     amp = autocast_dtype(cfg.train.autocast, device)
     metrics, traj_sink = JsonlSink(logs[0]), JsonlSink(logs[1])
+
+    def checkpoint(n: int) -> int:
+        parts = checkpoint_parts(n, rl, optimizer, loop, logs)
+        save_checkpoint(ckpt_dir, n, parts, cfg.train.keep_checkpoints)
+        return n
+
     saved_at, interrupted = start, False
     with TermSignal() as term, _progress(console, progress) as bar:
         task = bar.add_task(algo.name.upper(), total=cfg.train.steps, completed=start, info="")
@@ -321,9 +327,7 @@ def train(
             diverged = loop.guard.observe(stepped)
             every = cfg.train.checkpoint_every
             if diverged or term.requested or (every and (step + 1) % every == 0):
-                parts = checkpoint_parts(step + 1, rl, optimizer, loop, logs)
-                save_checkpoint(ckpt_dir, step + 1, parts, cfg.train.keep_checkpoints)
-                saved_at = step + 1
+                saved_at = checkpoint(step + 1)
             if diverged:
                 metrics.close()
                 traj_sink.close()
@@ -341,7 +345,9 @@ def train(
             )
             if on_step is not None:
                 on_step(step + 1)
-            if term.requested:
+            if term.requested:  # (it may have arrived after this step's checkpoint check)
+                if saved_at < step + 1:
+                    saved_at = checkpoint(step + 1)
                 interrupted = True
                 console.print(
                     f"SIGTERM: stopped after step {step + 1}, checkpoint in "

@@ -66,3 +66,72 @@ def test_grpo_steps_change_parameters_and_write_run_dir(tiny_dir, tmp_path):
     ]
     assert len(changed) > 0  # only GRPO touched the weights (no warm start here)
     assert lines[0]["policy/updates"] == 2.0
+
+
+def _small(tiny_dir, run, *extra):
+    return build_config(
+        {},
+        [
+            f"model.name={tiny_dir}",
+            f"train.run_dir={run}",
+            "train.eval_episodes=0",
+            "train.warmstart_demos=0",
+            "task.max_turns=2",
+            "rollout.group_size=2",
+            "rollout.groups_per_step=1",
+            "rollout.max_new_tokens=6",
+            "rollout.max_total_tokens=320",
+            "algo.minibatches=1",
+            *extra,
+        ],
+    )
+
+
+def test_nan_loss_skips_updates_then_stops_with_a_checkpoint(tiny_dir, tmp_path, monkeypatch):
+    import pytest
+
+    from agentrl.algos import grpo
+    from agentrl.algos.update import NonFiniteError
+    from agentrl.checkpoint import latest_checkpoint, load_checkpoint
+
+    real = grpo.grpo_loss
+
+    def nan_loss(*args, **kwargs):
+        loss, stats = real(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(grpo, "grpo_loss", nan_loss)
+    run = tmp_path / "nan"
+    cfg = _small(tiny_dir, run, "train.steps=5", "train.nan_patience=2", "algo.truncation=zero")
+    with pytest.raises(NonFiniteError, match="train.nan_patience=2"):
+        train(cfg, progress=False)
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["policy/skipped_updates"] for m in lines] == [1.0, 1.0]  # logged, then stopped
+    assert [m["policy/updates"] for m in lines] == [0.0, 0.0]
+    parts = load_checkpoint(latest_checkpoint(run / "checkpoints"))
+    start = torch.load(run / "checkpoints" / "rl_start.pt")
+    assert parts["state"]["step"] == 2
+    assert all(torch.equal(v, start[k]) for k, v in parts["policy"].items())  # last good state
+
+
+def test_sigterm_checkpoints_and_stops_then_resume_finishes(tiny_dir, tmp_path):
+    import os
+    import signal
+
+    run = tmp_path / "term"
+    cfg = _small(tiny_dir, run, "train.steps=3", "algo.name=ppo", "train.checkpoint_every=0")
+
+    def send_term(n):
+        if n == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    summary = train(cfg, progress=False, on_step=send_term)
+    assert summary["interrupted"] is True
+    assert (run / "checkpoints" / "step_000001" / "COMPLETE").is_file()
+    assert not (run / "model").exists()  # no final save for a stopped run
+    summary = train(cfg, progress=False, resume=True)
+    assert summary["interrupted"] is False and (run / "model").is_dir()
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines] == [0, 1, 2]
+    for key in ("loss/value", "value/explained_var", "train/gamma", "policy/early_stop"):
+        assert key in lines[-1], key
