@@ -114,7 +114,8 @@ def test_wrong_answer_fails(env):
     _, r, term, _, info = env.step("Oslo is warmer.")
     assert term and info["termination"] == "failure" and not info["success"]
     assert info["reward"].layers["tool_choice"] == 0.0
-    assert r == pytest.approx(0.1)  # format only
+    assert info["reward"].layers["format"] == 0.0  # answered without the needed calls
+    assert r == pytest.approx(0.0)
 
 
 def test_parse_error_continues_and_max_turns_truncates(env):
