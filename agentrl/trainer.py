@@ -131,6 +131,7 @@ def step_metrics(
         "rollout/success_rate": sum(t.success for t in trajs) / n,
         "rollout/valid_fraction": float(valid.float().mean()),
         "rollout/policy_tokens": policy_tokens,
+        "rollout/total_tokens": sum(len(t.token_ids) for t in trajs),
         "rollout/tokens_per_s": policy_tokens / max(rollout_s, 1e-9),
         "rollout/episodes_per_s": n / max(rollout_s, 1e-9),
         "rollout/mean_turns": sum(t.info["turns"] for t in trajs) / n,

@@ -258,8 +258,10 @@ def _ppo_micro_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
     """One micro-batch's weighted loss (its share of the minibatch's) and weighted stats."""
     logp, ent, hidden = forward_logprobs(
-        model, mb, temperature, True, entropy_coef > 0, with_hidden=not critic.separate
-    )  # (b, t-1), (b, t-1), (b, t, H) | None
+        model, mb, temperature, True, entropy_coef > 0, with_hidden=True
+    )  # (b, t-1), (b, t-1), (b, t, H)
+    if critic.separate:
+        hidden = None  # the critic reads its own trunk
     values = critic(mb.input_ids, mb.attention, hidden)[:, :-1].float()  # (b, t-1)
     pg, pg_stats = clipped_policy_loss(logp, mb.old_logp, mb.advantages, mb.mask, clip_eps, agg)
     vf, vf_stats = clipped_value_loss(values, mb.old_values, mb.returns, mb.value_mask, value_clip)
