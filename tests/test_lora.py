@@ -111,3 +111,28 @@ def test_bad_target_module_names_the_field(tiny_dir):
     model, _ = load_policy(str(tiny_dir))
     with pytest.raises(ValueError, match="lora.target_modules"):
         apply_lora(model, rank=2, alpha=4, dropout=0.0, target_modules=["qkv_proj"])
+
+
+def test_lora_resume_continues_exactly(tiny_dir, tmp_path):
+    """A LoRA run stopped by SIGTERM and resumed ends with the same adapter as a straight run
+    (the frozen base comes back from rl_start.pt, the adapter from the checkpoint)."""
+    import os
+    import signal
+
+    from safetensors.torch import load_file
+
+    from agentrl.trainer import train
+
+    extra = ("algo.name=ppo", "train.steps=3", "algo.lr=5e-3", "algo.kl_coef=0.05")
+    train(_lora_cfg(tiny_dir, tmp_path / "straight", *extra), progress=False)
+
+    def send_term(n):
+        if n == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    cfg = _lora_cfg(tiny_dir, tmp_path / "stopped", *extra)
+    assert train(cfg, progress=False, on_step=send_term)["interrupted"]
+    train(cfg, progress=False, resume=True)
+    a = load_file(tmp_path / "straight" / "adapter" / "adapter_model.safetensors")
+    b = load_file(tmp_path / "stopped" / "adapter" / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
