@@ -86,3 +86,15 @@ def test_nan_guard_counts_skips_in_a_row_across_steps():
     assert not guard.observe([True, False])  # a good update resets the count
     assert guard.observe([False, False])  # three in a row across two steps
     assert guard.total_skipped == 5
+
+
+def test_autocast_dtype_choices():
+    import pytest
+
+    from agentrl.algos.update import autocast_dtype
+
+    assert autocast_dtype("auto", "cpu") is None  # CPU: full precision unless asked
+    assert autocast_dtype("off", "cuda") is None
+    assert autocast_dtype("bf16", "cpu") == torch.bfloat16
+    with pytest.raises(ValueError, match="train.autocast"):
+        autocast_dtype("fp8", "cpu")
