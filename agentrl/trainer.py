@@ -54,6 +54,7 @@ from agentrl.rl_setup import (
 )
 from agentrl.rollout import EpisodeSpec, run_episodes
 from agentrl.sft import sft_train
+from agentrl.tools import runtime as tools_runtime
 from agentrl.types import Trajectory
 
 
@@ -77,8 +78,13 @@ def resolve_dtype(dtype: str, device: str) -> str:
 
 
 def env_factory(cfg: Config):
-    """A zero-argument function making a fresh environment for one episode."""
+    """A zero-argument function making a fresh environment for one episode.
+
+    Applies ``cfg.tools`` (timeouts, breakers, workers, fallbacks) process-wide first, so every
+    guard the environments build uses the run's settings.
+    """
     import_env_modules(cfg.task.imports)
+    tools_runtime.configure(cfg.tools)
     kwargs = {
         "max_turns": cfg.task.max_turns,
         "reward_weights": cfg.reward.weights(),

@@ -36,3 +36,17 @@ def test_yaml_file_and_missing_file(tmp_path):
     p.write_text("- 1\n- 2\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(p)
+
+
+def test_env_factory_applies_the_tools_section():
+    from agentrl.tools import runtime
+    from agentrl.trainer import env_factory
+
+    cfg = build_config({"tools": {"timeout_base": 2.5, "breaker_failures": 3}})
+    try:
+        env_factory(cfg)
+        settings = runtime.current_settings()
+        assert settings.timeout_base == 2.5 and settings.breaker_failures == 3
+    finally:
+        runtime.configure(None)
+    assert runtime.current_settings().timeout_base == 3.0  # back to the defaults
