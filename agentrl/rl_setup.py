@@ -28,6 +28,7 @@ from agentrl.checkpoint import (
     truncate_file,
 )
 from agentrl.config import Config
+from agentrl.curriculum import Curriculum
 from agentrl.types import Trajectory
 
 
@@ -148,6 +149,7 @@ class LoopState:
     normalizer: RewardNormalizer
     guard: NanGuard
     eval_before: dict[str, Any]
+    curriculum: Curriculum | None = None  # dynamic difficulty (cfg.curriculum.enabled)
 
 
 def checkpoint_parts(
@@ -165,6 +167,7 @@ def checkpoint_parts(
             "reward_norm": loop.normalizer.state_dict(),
             "nan_guard": loop.guard.state_dict(),
             "eval_before": loop.eval_before,
+            "curriculum": None if loop.curriculum is None else loop.curriculum.state_dict(),
             "log_positions": {p.name: file_position(p) for p in logs},
         },
     }
@@ -186,6 +189,8 @@ def restore_parts(
     loop.normalizer.load_state_dict(state["reward_norm"])
     loop.guard.load_state_dict(state["nan_guard"])
     loop.eval_before = state["eval_before"]
+    if loop.curriculum is not None and state.get("curriculum") is not None:
+        loop.curriculum.load_state_dict(state["curriculum"])
     for name, size in state["log_positions"].items():
         truncate_file(Path(run_dir) / name, size)
     restore_rng(state["rng"], loop.rng)

@@ -30,6 +30,7 @@ from agentrl.checkpoint import (
     step_dir,
 )
 from agentrl.config import Config, save_config
+from agentrl.curriculum import Assignment, Curriculum
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.envs.reference import run_reference_episode
@@ -118,6 +119,37 @@ def sample_specs(
         seed, level = rng.randrange(seed_limit), rng.choice(levels)
         specs += [EpisodeSpec(seed, level, first_group + g)] * group_size
     return specs
+
+
+def make_curriculum(cfg: Config) -> Curriculum | None:
+    """Dynamic difficulty inside ``cfg.task.env`` when ``curriculum.enabled`` (else None).
+
+    Levels move by rolling success (``promote_above`` / ``demote_below`` over ``window``
+    episodes) within ``cfg.task.levels``. Multi-family stages (``curriculum.stages``) are run by
+    ``agentrl.curriculum.Curriculum`` directly; this loop trains one env at a time.
+    """
+    c = cfg.curriculum
+    if not c.enabled:
+        return None
+    return Curriculum.single(cfg.task.env, cfg.task.levels, promote_above=c.promote_above,
+                             demote_below=c.demote_below, window=c.window,
+                             seed=cfg.train.seed)  # fmt: skip
+
+
+def curriculum_specs(
+    cur: Curriculum,
+    rng: random.Random,
+    groups: int,
+    group_size: int,
+    seed_limit: int,
+    first_group: int,
+) -> tuple[list[EpisodeSpec], list[Assignment]]:
+    """Like ``sample_specs`` but each group's level comes from the curriculum."""
+    assignments = cur.next_levels(groups)
+    specs = []
+    for g, a in enumerate(assignments):
+        specs += [EpisodeSpec(rng.randrange(seed_limit), a.level, first_group + g)] * group_size
+    return specs, assignments
 
 
 def step_metrics(
@@ -269,7 +301,7 @@ def train(
     model = generator.model = rl.policy
     optimizer = build_optimizer(rl, cfg)
     loop = LoopState(rng, make_kl_controller(cfg), RewardNormalizer(algo.reward_norm),
-                     NanGuard(cfg.train.nan_patience), before)  # fmt: skip
+                     NanGuard(cfg.train.nan_patience), before, make_curriculum(cfg))  # fmt: skip
     logs = [run_dir / "metrics.jsonl", run_dir / "trajectories.jsonl"]
     start = 0
     if resume_from is not None:
@@ -291,14 +323,14 @@ def train(
             t0 = time.time()
             s = settings_at(cfg, step, loop.kl)
             set_lr(optimizer, s.lr)
-            specs = sample_specs(
-                rng,
-                ro.groups_per_step,
-                ro.group_size,
-                cfg.task.levels,
-                cfg.train.eval_seed,
-                step * ro.groups_per_step,
-            )
+            first_group = step * ro.groups_per_step
+            if loop.curriculum is None:
+                specs = sample_specs(rng, ro.groups_per_step, ro.group_size, cfg.task.levels,
+                                     cfg.train.eval_seed, first_group)  # fmt: skip
+            else:
+                specs, assigned = curriculum_specs(loop.curriculum, rng, ro.groups_per_step,
+                                                   ro.group_size, cfg.train.eval_seed,
+                                                   first_group)  # fmt: skip
             trajs = run_episodes(
                 generator,
                 make_env,
@@ -325,6 +357,16 @@ def train(
             m.update(extra)
             m.update({f"train/{k}": v for k, v in vars(s).items()})
             m["rollout/kl_per_episode"] = float(kl_per_episode.mean())
+            if loop.curriculum is not None:  # one assignment per group of G episodes
+                per_episode = [a for a in assigned for _ in range(ro.group_size)]
+                scored = [
+                    (a, t.success)
+                    for a, t in zip(per_episode, trajs, strict=True)
+                    if t.termination != "harness_error"
+                ]  # harness faults never count
+                for event in loop.curriculum.update(*map(list, zip(*scored, strict=True))):
+                    console.print(f"curriculum: {event}")
+                m.update(loop.curriculum.metrics())
             metrics.write(m)
             for t in trajs:
                 traj_sink.write({"step": step, **t.to_record()})

@@ -135,3 +135,36 @@ def test_sigterm_checkpoints_and_stops_then_resume_finishes(tiny_dir, tmp_path):
     assert [m["step"] for m in lines] == [0, 1, 2]
     for key in ("loss/value", "value/explained_var", "train/gamma", "policy/early_stop"):
         assert key in lines[-1], key
+
+
+def test_curriculum_moves_levels_by_rolling_success_in_the_loop(tiny_dir, tmp_path, monkeypatch):
+    """With curriculum.enabled, each group's level comes from the curriculum; the tiny fixture
+    model fails, so a run started at level 3 is demoted step by step (window = one step)."""
+    import agentrl.trainer as trainer_mod
+
+    made = trainer_mod.make_curriculum
+
+    def start_at_level_3(cfg):
+        cur = made(cfg)
+        cur.level["weather"] = 3
+        return cur
+
+    monkeypatch.setattr(trainer_mod, "make_curriculum", start_at_level_3)
+    run = tmp_path / "run"
+    overrides = [f"model.name={tiny_dir}", f"train.run_dir={run}", "train.steps=2",
+                 "train.eval_episodes=0", "train.warmstart_demos=0", "rollout.group_size=4",
+                 "rollout.groups_per_step=2", "rollout.max_new_tokens=16",
+                 "rollout.max_total_tokens=500", "curriculum.enabled=true",
+                 "curriculum.window=8", "train.checkpoint_every=1"]  # fmt: skip
+    train(build_config({}, overrides), progress=False)
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    trajs = [json.loads(x) for x in (run / "trajectories.jsonl").read_text().splitlines()]
+    assert all(t["success"] is False for t in trajs)
+    assert {t["level"] for t in trajs if t["step"] == 0} == {3}
+    assert {t["level"] for t in trajs if t["step"] == 1} == {2}
+    assert [m["curriculum/weather/level"] for m in lines] == [2.0, 1.0]
+    assert [m["curriculum/demotions"] for m in lines] == [1.0, 2.0]
+    from agentrl.checkpoint import latest_checkpoint, load_checkpoint
+
+    state = load_checkpoint(latest_checkpoint(run / "checkpoints"))["state"]["curriculum"]
+    assert state["level"]["weather"] == 1
