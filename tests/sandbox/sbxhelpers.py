@@ -41,10 +41,25 @@ def live_sandbox_processes() -> list[int]:
     return [p for p in sandbox_processes() if _state(p) not in ("Z", "gone")]
 
 
-def sandbox_zombies() -> list[int]:
+def sandbox_zombies(parents: list[int] | None = None) -> list[int]:
     """bubblewrap's pid-1 helper exits after the outer bwrap, so it is reparented to the
-    host's init (or to a subreaper, as tool workers are) and reaped there."""
-    return [p for p in sandbox_processes() if _state(p) == "Z"]
+    host's init (or to a subreaper, as tool workers are) and reaped there.
+
+    ``parents``: count only zombies whose parent is one of these pids (other tests' zombies
+    wait for the host's init, which may be slow or absent in a container)."""
+    zombies = [p for p in sandbox_processes() if _state(p) == "Z"]
+    return zombies if parents is None else [p for p in zombies if _ppid(p) in set(parents)]
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("PPid:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
 
 
 def sandbox_processes() -> list[int]:
