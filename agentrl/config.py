@@ -174,12 +174,12 @@ class TrainConfig(_Section):
         description="First seed of held-out evaluation episodes (training seeds stay below it).",
     )
     warmstart_demos: int = Field(
-        32, ge=0, description="Reference demonstrations for the SFT warm start (0 = none)."
+        256, ge=0, description="Reference demonstrations for the SFT warm start (0 = none)."
     )
     warmstart_levels: list[int] = Field(
-        default_factory=lambda: [1, 2], description="Levels the demonstrations are drawn from."
+        default_factory=lambda: [1, 2, 3], description="Levels the demonstrations are drawn from."
     )
-    warmstart_epochs: int = Field(4, ge=1)
+    warmstart_epochs: int = Field(1, ge=1)
     warmstart_lr: float = Field(1e-3, gt=0)
     run_dir: str = Field("runs/run", description="Output directory.")
     log_every: int = Field(1, ge=1)

@@ -1,16 +1,19 @@
 """Build a tiny tool-using model locally: tokenizer, Qwen2 model, generic tool-use pretraining.
 
 Nothing is downloaded (DESIGN contract 7). ``build_tiny_model()`` trains a byte-level BPE
-tokenizer (digits split one by one, so numbers are copied digit by digit), makes a few-million
-parameter ``Qwen2ForCausalLM`` and pretrains it with ``sft_train`` on synthetic tool-use
-conversations (``agentrl.tinycorpus``), so it behaves like a (very) small instruct model that
-calls made-up tools in the Qwen2.5 format. The result is cached on disk; ``TINY_MODEL_ID``
-names it wherever a model id is accepted.
+tokenizer (words, numbers and spaces are separate pieces), makes a few-million parameter
+``Qwen2ForCausalLM`` whose initial weights carry hand-wired copy heads
+(``agentrl.tinywiring``), and pretrains it in three phases: random-token repeats (the copy
+heads), "repeat after me" drills, then synthetic tool-use conversations over made-up tools
+(``agentrl.tinycorpus``), so it behaves like a (very) small instruct model that calls tools in
+the Qwen2.5 format. The result is cached on disk; ``TINY_MODEL_ID`` names it wherever a model
+id is accepted.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import time
 from pathlib import Path
@@ -32,23 +35,28 @@ from agentrl.chat.template import (
 )
 from agentrl.tinycorpus import COMMON_WORDS, drill_text, make_corpus, make_drills
 from agentrl.tinyvocab import vocabulary_texts
+from agentrl.tinywiring import wire_copy_heads
 
 TINY_MODEL_ID = "agentrl/tiny"
-TINY_VERSION = "tiny-v3"
+TINY_VERSION = "tiny-v4"
 MARKER = "BUILD_COMPLETE"
 VOCAB_SIZE = 2048
-#: Tool-chat pretraining steps of the default build (whole build: 259 s measured on 2 idle
-#: CPU cores, copy drills included).
+#: Tool-chat pretraining steps of the default build (whole build: 371 s measured on 2 lightly
+#: loaded CPU cores, induction rows and copy drills included).
 DEFAULT_STEPS = 250
-# Qwen2's pre-tokenizer split; digits one per piece, so numbers are copied digit by digit.
-# (Measured: splitting spaces off words makes copying a two-hop pattern that the tiny model
-# learns several times slower, so words keep their leading space as in Qwen2.)
-SPLIT_PATTERN = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+# Pre-tokenizer split: words, numbers, punctuation runs and spaces are separate pieces, so a
+# word is the same token wherever it appears ("Paris" in a request, in JSON arguments and in an
+# answer), and copying it is an exact token copy for the induction head.
+SPLIT_PATTERN = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+|\s+"
 #: Pretraining hyper-parameters (``steps`` batches of ``batch_size`` fresh conversations).
-PRETRAIN: dict[str, Any] = {"batch_size": 16, "lr": 2e-3, "drill_steps": 700, "drill_batch": 32}
+PRETRAIN: dict[str, Any] = {
+    "batch_size": 16,
+    "lr": 2e-3,
+    "induction_steps": 100,
+    "induction_batch": 32,
+    "drill_steps": 300,
+    "drill_batch": 32,
+}
 MODEL_CONFIG: dict[str, Any] = dict(
     hidden_size=192,
     intermediate_size=768,
@@ -56,13 +64,13 @@ MODEL_CONFIG: dict[str, Any] = dict(
     num_attention_heads=3,
     num_key_value_heads=3,
     max_position_embeddings=2048,
-    rope_theta=10000.0,
+    rope_theta=1_000_000.0,  # many slow RoPE pairs: the wired induction head matches on them
     tie_word_embeddings=True,
 )
 
 
 def default_tiny_dir() -> Path:
-    """``$AGENTRL_CACHE/tiny-v3`` (default cache: ``~/.cache/agentrl``)."""
+    """``$AGENTRL_CACHE/<TINY_VERSION>`` (default cache: ``~/.cache/agentrl``)."""
     root = os.environ.get("AGENTRL_CACHE") or Path.home() / ".cache" / "agentrl"
     return Path(root) / TINY_VERSION
 
@@ -121,7 +129,7 @@ def make_model(
         torch_dtype="float32",
         **{**MODEL_CONFIG, **overrides},
     )
-    model = Qwen2ForCausalLM(config).float()
+    model = wire_copy_heads(Qwen2ForCausalLM(config).float(), seed=seed)
     model.generation_config.eos_token_id = [
         tokenizer.convert_tokens_to_ids(IM_END),
         tokenizer.convert_tokens_to_ids(ENDOFTEXT),
@@ -137,6 +145,27 @@ def _drill_row(tokenizer: PreTrainedTokenizerFast, messages: list) -> tuple[list
     return p + a, [0] * len(p) + [1] * len(a)
 
 
+def induction_rows(
+    tokenizer: PreTrainedTokenizerFast, n: int, seed: int
+) -> list[tuple[list[int], list[int]]]:
+    """``n`` random-token sequences, each repeated once; the loss is on the repeat only.
+
+    The repeat is predictable only by copying, so these rows train the hand-wired copy heads
+    (``agentrl.tinywiring``) to full strength and, mixed into the later phases, keep them from
+    being trained away (measured: without them the repeat's loss went back to ~6.9 nats).
+    Span and gap lengths vary, so no fixed-offset shortcut solves them.
+    """
+    rng = random.Random(seed)
+    special = set(tokenizer.all_special_ids) | set(tokenizer.convert_tokens_to_ids(TAG_TOKENS))
+    pool = [i for i in range(len(tokenizer)) if i not in special]
+    rows = []
+    for _ in range(n):
+        span = [rng.choice(pool) for _ in range(rng.randint(8, 24))]
+        gap = [rng.choice(pool) for _ in range(rng.randint(0, 8))]
+        rows.append((span + gap + span, [0] * (len(span) + len(gap)) + [1] * len(span)))
+    return rows
+
+
 def is_complete(path: Path) -> bool:
     """Whether ``path`` holds a finished build (the marker is written last)."""
     return (path / MARKER).is_file()
@@ -148,6 +177,7 @@ def build_tiny_model(
     seed: int = 0,
     steps: int | None = None,
     drill_steps: int | None = None,
+    induction_steps: int | None = None,
     force: bool = False,
     progress: bool = True,
 ) -> Path:
@@ -165,9 +195,18 @@ def build_tiny_model(
     t0 = time.perf_counter()
     tokenizer = train_tokenizer(corpus_texts(2000, seed=seed + 1))
     model = make_model(tokenizer, seed=seed)
+    if induction_steps is None:
+        induction_steps = PRETRAIN["induction_steps"]
+    n_induction = max(induction_steps, 1) * PRETRAIN["induction_batch"]
+    train_rows(model, tokenizer, induction_rows(tokenizer, n_induction, seed=seed + 4),
+               lr=PRETRAIN["lr"], batch_size=PRETRAIN["induction_batch"], seed=seed,
+               progress=progress, desc="pretrain tiny: induction", warmup_steps=30,
+               schedule="constant", group_by_length=False)  # fmt: skip
     drill_steps = PRETRAIN["drill_steps"] if drill_steps is None else drill_steps
     drill_rows = [_drill_row(tokenizer, m) for m in make_drills(
         max(drill_steps, 1) * PRETRAIN["drill_batch"], seed=seed + 2)]  # fmt: skip
+    # induction rows stay in every later phase: without them the copy heads are trained away
+    drill_rows += induction_rows(tokenizer, len(drill_rows) // 2, seed=seed + 5)
     train_rows(model, tokenizer, drill_rows, lr=PRETRAIN["lr"], batch_size=PRETRAIN["drill_batch"],
                seed=seed, progress=progress, desc="pretrain tiny: copy drills", warmup_steps=50,
                schedule="constant", group_by_length=False)  # fmt: skip
@@ -175,6 +214,7 @@ def build_tiny_model(
     corpus = make_corpus(max(steps * bs, bs), seed=seed)
     rows = [encode_conversation(tokenizer, m, t) for m, t in corpus]
     rows += [_drill_row(tokenizer, m) for m in make_drills(len(rows) // 3, seed=seed + 3)]
+    rows += induction_rows(tokenizer, len(rows) // 4, seed=seed + 6)
     stats = train_rows(
         model, tokenizer, [(i[:768], k[:768]) for i, k in rows], lr=PRETRAIN["lr"], batch_size=bs,
         seed=seed, progress=progress, desc="pretrain tiny: tool use",

@@ -45,4 +45,5 @@ def vocabulary_texts() -> list[str]:
     words = ENGLISH.split() + CITIES.split()
     # the surface forms words take in prose, JSON keys / values and snake_case names
     forms = " ".join(words) + "\n" + " ".join(f'{{"{w}": "{w}"}} get_{w}' for w in words)
-    return [forms] * REPEATS + ["°C °F -5°C 21°C 70°F"] * REPEATS
+    numbers = " ".join(f"{n} {n}°C" for n in range(-30, 120))  # common numbers: one token each
+    return [forms] * REPEATS + ["°C °F -5°C 21°C 70°F"] * REPEATS + [numbers] * (4 * REPEATS)

@@ -8,7 +8,11 @@ def tiny_dir(tmp_path_factory):
     from agentrl.tinymodel import build_tiny_model
 
     return build_tiny_model(
-        tmp_path_factory.mktemp("tiny") / "tiny", steps=12, drill_steps=10, progress=False
+        tmp_path_factory.mktemp("tiny") / "tiny",
+        steps=12,
+        drill_steps=10,
+        induction_steps=10,
+        progress=False,
     )
 
 

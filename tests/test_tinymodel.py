@@ -10,7 +10,9 @@ from agentrl.tinymodel import MARKER, build_tiny_model
 
 
 def test_build_reload_and_reuse(tmp_path) -> None:
-    out = build_tiny_model(tmp_path / "tiny", steps=2, drill_steps=2, progress=False)
+    out = build_tiny_model(
+        tmp_path / "tiny", steps=2, drill_steps=2, induction_steps=2, progress=False
+    )
     assert (out / MARKER).is_file()
     tok = AutoTokenizer.from_pretrained(out)
     model = AutoModelForCausalLM.from_pretrained(out)
@@ -29,11 +31,16 @@ def test_build_reload_and_reuse(tmp_path) -> None:
     assert out_ids.shape[1] <= len(ids) + 3
     # reuse: a second call returns the same build without rewriting it
     stamp = (out / "model.safetensors").stat().st_mtime_ns
-    assert build_tiny_model(tmp_path / "tiny", steps=2, drill_steps=2, progress=False) == out
+    assert (
+        build_tiny_model(
+            tmp_path / "tiny", steps=2, drill_steps=2, induction_steps=2, progress=False
+        )
+        == out
+    )
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
     # an unfinished build (no marker) is rebuilt
     (out / MARKER).unlink()
-    build_tiny_model(tmp_path / "tiny", steps=1, drill_steps=1, progress=False)
+    build_tiny_model(tmp_path / "tiny", steps=1, drill_steps=1, induction_steps=1, progress=False)
     assert (out / MARKER).is_file()
     assert (out / "model.safetensors").stat().st_mtime_ns != stamp
 
@@ -54,3 +61,17 @@ def test_copy_drill_rows_train_on_the_answer_only() -> None:
         prompt == f"<|im_start|>user\n{messages[0]['content']}<|im_end|>\n<|im_start|>assistant\n"
     )
     assert "system" not in prompt  # drills carry no system turn (measured: faster copy learning)
+
+
+def test_induction_rows_repeat_a_random_span_and_train_on_the_repeat() -> None:
+    from agentrl.tinymodel import corpus_texts, induction_rows, train_tokenizer
+
+    tok = train_tokenizer(corpus_texts(50, seed=1))
+    rows = induction_rows(tok, 20, seed=0)
+    assert rows == induction_rows(tok, 20, seed=0)  # deterministic in the seed
+    special = set(tok.all_special_ids)
+    for ids, mask in rows:
+        n = sum(mask)
+        assert 8 <= n <= 24 and mask[-n:] == [1] * n and sum(mask[:-n]) == 0
+        assert ids[:n] == ids[-n:]  # the trained part repeats the opening span
+        assert not special & set(ids)
