@@ -31,7 +31,7 @@ def _lora_cfg(tiny_dir, run, *extra):
             "rollout.group_size=2",
             "rollout.groups_per_step=1",
             "rollout.max_new_tokens=6",
-            "rollout.max_total_tokens=320",
+            "rollout.max_total_tokens=480",
             "lora.enabled=true",
             "lora.rank=4",
             *extra,
@@ -86,6 +86,7 @@ def test_lora_run_saves_adapter_and_merged_model_equal_to_base_plus_adapter(tiny
     cfg = _lora_cfg(
         tiny_dir, run, "algo.name=ppo", "train.steps=2", "train.checkpoint_every=2",
         "algo.lr=5e-3", "algo.kl_coef=0.05",
+        "algo.entropy_coef=0.05",  # a gradient even when every episode scores 0
     )  # fmt: skip
     train(cfg, progress=False)
     parts = load_checkpoint(latest_checkpoint(run / "checkpoints"))

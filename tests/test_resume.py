@@ -52,7 +52,7 @@ def _overrides(tiny_dir: Path, run: Path, every: int) -> list[str]:
         "rollout.group_size=2",
         "rollout.groups_per_step=1",
         "rollout.max_new_tokens=6",
-        "rollout.max_total_tokens=320",
+        "rollout.max_total_tokens=480",
         "algo.name=ppo",
         "algo.minibatches=2",
         "algo.epochs=2",

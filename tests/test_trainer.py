@@ -80,7 +80,7 @@ def _small(tiny_dir, run, *extra):
             "rollout.group_size=2",
             "rollout.groups_per_step=1",
             "rollout.max_new_tokens=6",
-            "rollout.max_total_tokens=320",
+            "rollout.max_total_tokens=480",
             "algo.minibatches=1",
             *extra,
         ],

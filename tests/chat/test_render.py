@@ -162,10 +162,19 @@ def test_mask_covers_exactly_assistant_bodies_and_im_end(tok) -> None:
     assert ids[: len(prompt)] == prompt and not any(mask[: len(prompt)])
 
 
-def test_digits_tokenize_individually_and_stop_ids(tok) -> None:
+def test_words_are_the_same_token_everywhere_and_stop_ids(tok) -> None:
+    """Words, numbers and spaces are separate pieces, so a word copied from a request into
+    JSON arguments or an answer is the very same token (what the copy heads need)."""
     pieces = tok.convert_ids_to_tokens(tokenize(tok, "year 20013 costs 4.75"))
-    digits = [p for p in pieces if any(c.isdigit() for c in p)]
-    assert digits == ["2", "0", "0", "1", "3", "4", "7", "5"]
+    assert "".join(p for p in pieces if any(c.isdigit() for c in p)) == "20013475"
+    texts = [tok.convert_tokens_to_string([p]) for p in pieces]
+    assert all(t.isspace() or not any(c.isspace() for c in t) for t in texts)  # spaces apart
+
+    def word_ids(text: str) -> list[int]:
+        return [i for i in tokenize(tok, text) if tok.decode([i]).strip(' "{}:?.').isalpha()]
+
+    request, call = word_ids("weather in Paris?"), word_ids('{"city": "Paris"}')
+    assert request[-1] == call[-1] == word_ids("It is sunny in Paris.")[-1]
     assert stop_token_ids(tok) == [
         tok.convert_tokens_to_ids("<|im_end|>"),
         tok.convert_tokens_to_ids("<|endoftext|>"),
