@@ -4,6 +4,7 @@ import random
 
 import pytest
 import torch
+from runhelpers import tiny_run_overrides
 
 from agentrl.algos.grpo import Batch, grpo_update
 from agentrl.config import build_config
@@ -23,15 +24,7 @@ def _lora_cfg(tiny_dir, run, *extra):
     return build_config(
         {},
         [
-            f"model.name={tiny_dir}",
-            f"train.run_dir={run}",
-            "train.eval_episodes=0",
-            "train.warmstart_demos=0",
-            "task.max_turns=2",
-            "rollout.group_size=2",
-            "rollout.groups_per_step=1",
-            "rollout.max_new_tokens=6",
-            "rollout.max_total_tokens=480",
+            *tiny_run_overrides(tiny_dir, run),
             "lora.enabled=true",
             "lora.rank=4",
             *extra,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from runhelpers import tiny_run_overrides
 from typer.testing import CliRunner
 
 from agentrl.checkpoint import latest_checkpoint, load_checkpoint
@@ -41,18 +42,10 @@ def one_thread():
 
 def _overrides(tiny_dir: Path, run: Path, every: int) -> list[str]:
     return [
-        f"model.name={tiny_dir}",
-        f"train.run_dir={run}",
+        *tiny_run_overrides(tiny_dir, run),
         f"train.steps={STEPS}",
         f"train.checkpoint_every={every}",
         "train.keep_checkpoints=2",
-        "train.eval_episodes=0",
-        "train.warmstart_demos=0",
-        "task.max_turns=2",
-        "rollout.group_size=2",
-        "rollout.groups_per_step=1",
-        "rollout.max_new_tokens=6",
-        "rollout.max_total_tokens=480",
         "algo.name=ppo",
         "algo.minibatches=2",
         "algo.epochs=2",
