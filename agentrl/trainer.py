@@ -359,12 +359,10 @@ def train(
             m["rollout/kl_per_episode"] = float(kl_per_episode.mean())
             if loop.curriculum is not None:  # one assignment per group of G episodes
                 per_episode = [a for a in assigned for _ in range(ro.group_size)]
-                scored = [
-                    (a, t.success)
-                    for a, t in zip(per_episode, trajs, strict=True)
-                    if t.termination != "harness_error"
-                ]  # harness faults never count
-                for event in loop.curriculum.update(*map(list, zip(*scored, strict=True))):
+                counted = [t.termination != "harness_error" for t in trajs]  # faults never count
+                outcomes = [t.success for t, c in zip(trajs, counted, strict=True) if c]
+                scored = [a for a, c in zip(per_episode, counted, strict=True) if c]
+                for event in loop.curriculum.update(scored, outcomes):
                     console.print(f"curriculum: {event}")
                 m.update(loop.curriculum.metrics())
             metrics.write(m)
