@@ -6,15 +6,14 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from agentrl.tinymodel import MODEL_CONFIG
 from agentrl.tinywiring import rope_angles, slow_pairs, wire_copy_heads
 
 
 def _model(rope_theta: float = 1e6) -> Qwen2ForCausalLM:
     torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=2048, hidden_size=192, intermediate_size=768,
-                      num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=3,
-                      max_position_embeddings=2048, rope_theta=rope_theta,
-                      tie_word_embeddings=True, attn_implementation="eager")  # fmt: skip
+    shape = {**MODEL_CONFIG, "rope_theta": rope_theta}  # the tiny model's own shape
+    cfg = Qwen2Config(vocab_size=2048, attn_implementation="eager", **shape)
     return Qwen2ForCausalLM(cfg).float().eval()
 
 
