@@ -92,7 +92,7 @@ class AlgoConfig(_Section):
     truncation: Literal["auto", "mask", "zero", "bootstrap"] = Field(
         "auto",
         description="Truncated episodes: masked out of the loss, scored as they are, or (PPO) "
-        "bootstrapped from the value; 'auto' = mask for GRPO, bootstrap for PPO.",
+        "bootstrapped from the value; 'auto' = scored (zero) for GRPO, bootstrap for PPO.",
     )
     advantage: Literal["grpo", "rloo", "reinforce_pp"] = Field(
         "grpo", description="Critic-free advantage estimator (GRPO path)."

@@ -9,6 +9,7 @@ from agentrl.algos.grpo import build_batch, forward_logprobs
 from agentrl.chat.render import encode_prompt, render_text, stop_token_ids, tokenize
 from agentrl.envs import make
 from agentrl.policy.generate import HFGenerator, Sample
+from agentrl.policy.prefix import common_prefix_length
 from agentrl.rollout import EpisodeSpec, run_episodes
 
 SCRIPT = [
@@ -96,3 +97,28 @@ def test_real_model_rollout_logprobs_match_training_forward(tiny_policy):
     assert torch.allclose(logp[m], batch.old_logp[m], atol=2e-3), (
         (logp[m] - batch.old_logp[m]).abs().max()
     )
+
+
+def test_shared_prefix_generation_equals_plain_generation(tiny_policy):
+    """Encoding the prompts' common prefix once (and repeating its KV cache over the batch)
+    changes neither the greedy ids nor their log-probs, for prompts of different lengths."""
+    model, tok = tiny_policy
+    env = make("weather")
+    prompts = []
+    for seed, level in ((0, 1), (1, 3), (2, 2)):
+        messages, _ = env.reset(seed=seed, options={"level": level})
+        prompts.append(encode_prompt(tok, messages, env.tool_schemas))
+    assert common_prefix_length(prompts) >= 100  # the system turn with the tool schemas
+    shared = HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id)
+    plain = HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id, share_prefix=False)
+    a = shared.generate(prompts, max_new_tokens=24, greedy=True)
+    b = plain.generate(prompts, max_new_tokens=24, greedy=True)
+    for x, y in zip(a, b, strict=True):
+        assert x.ids == y.ids and x.stopped == y.stopped
+        assert torch.allclose(torch.tensor(x.logprobs), torch.tensor(y.logprobs), atol=1e-3)
+
+
+def test_common_prefix_length_leaves_every_prompt_a_token():
+    assert common_prefix_length([[1, 2, 3], [1, 2, 3]]) == 2
+    assert common_prefix_length([[1, 2, 3, 4], [1, 2, 5]]) == 2
+    assert common_prefix_length([[7, 1], [8, 1]]) == 0

@@ -16,6 +16,7 @@ from agentrl.algos.advantages import (
 from agentrl.algos.losses import grpo_loss, masked_mean, token_entropy, token_logprobs
 from agentrl.algos.update import autocast, guarded_step, micro_weights
 from agentrl.algos.value import policy_forward
+from agentrl.policy.prefix import MIN_SHARED_PREFIX, batch_prefix_length, suffix_logits
 from agentrl.types import Trajectory
 
 
@@ -91,12 +92,12 @@ def compute_advantages(
 
     ``estimator``: ``grpo`` (group-centred, std-scaled if ``scale``), ``rloo`` (leave-one-out
     group mean) or ``reinforce_pp`` (group-centred, batch-std scaled). ``rewards`` (N,)
-    replaces the episodes' own totals (e.g. normalized ones). ``truncation='auto'`` masks.
+    replaces the episodes' own totals (e.g. normalized ones). ``truncation='auto'`` scores them.
     """
     if rewards is None:
         rewards = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
     groups = torch.tensor([t.group_id for t in trajs], dtype=torch.long)  # (N,)
-    valid = episode_validity(trajs, "mask" if truncation == "auto" else truncation)
+    valid = episode_validity(trajs, "zero" if truncation == "auto" else truncation)
     if estimator == "grpo":
         return group_advantages(rewards, groups, valid, scale=scale), valid
     if estimator == "rloo":
@@ -140,14 +141,41 @@ def forward_logprobs(
 
     ``entropy_grad``: keep the entropy in the graph (for an entropy bonus). ``with_hidden``:
     also return the last hidden state (B, T, H) for a value head (a third element).
+    Without ``with_hidden``, the rows' shared prompt prefix is computed once
+    (``agentrl.policy.prefix``); targets inside it carry no loss and get log-prob 0.
     """
-    logits, hidden = policy_forward(model, batch.input_ids, batch.attention, with_hidden)
-    logits = logits[:, :-1]  # (B, T-1, V)
-    logp = token_logprobs(logits, batch.targets, temperature)
+    shared = 0 if with_hidden else loss_free_prefix_length(model, batch)
+    if shared:
+        logits, hidden = suffix_logits(model, batch.input_ids, batch.attention, shared), None
+    else:
+        logits, hidden = policy_forward(model, batch.input_ids, batch.attention, with_hidden)
+    logits = logits[:, :-1]  # (B, T-1-shared, V): predictions of targets shared..T-2
+    logp = _pad_left(token_logprobs(logits, batch.targets[:, shared:], temperature), shared)
     ent = None
     if with_entropy:
         ent = token_entropy(logits if entropy_grad else logits.detach(), temperature)
+        ent = _pad_left(ent, shared)
     return (logp, ent, hidden) if with_hidden else (logp, ent)
+
+
+def loss_free_prefix_length(model, batch: Batch) -> int:
+    """Tokens all rows share before any target in the loss (0 when too few to be worth it, or
+    under gradient checkpointing, which does not run with a KV cache)."""
+    checkpointing = getattr(model, "is_activation_checkpointing", None)
+    if checkpointing is None:  # transformers releases before the rename
+        checkpointing = getattr(model, "is_gradient_checkpointing", False)
+    if batch.input_ids.shape[0] < 2 or checkpointing:
+        return 0
+    n = batch_prefix_length(batch.input_ids, batch.attention)
+    in_loss = batch.mask.bool().any(dim=0).nonzero()  # target t = token t + 1
+    if len(in_loss):
+        n = min(n, int(in_loss[0]))
+    return n if n >= MIN_SHARED_PREFIX else 0
+
+
+def _pad_left(x: torch.Tensor, n: int) -> torch.Tensor:
+    """(B, T) -> (B, n + T) with zeros in front (the shared prefix's loss-free targets)."""
+    return torch.cat([x.new_zeros(x.shape[0], n), x], dim=1) if n else x
 
 
 @torch.no_grad()

@@ -1,8 +1,11 @@
 """Batched generation with Hugging Face models: one call per turn for all live episodes.
 
 Prompts of different lengths are left-padded into one batch; ``model.generate`` reuses the KV
-cache across decoding steps. Each returned sample carries the exact sampled ids (stop token
-included) and their log-probabilities under the sampling temperature.
+cache across decoding steps. When the prompts share a long first part (the system turn with the
+tool schemas: several hundred tokens, the same in every episode of a task), that part is encoded
+once and its KV cache repeated over the batch; only the rest of each prompt is prefilled. Each
+returned sample carries the exact sampled ids (stop token included) and their log-probabilities
+under the sampling temperature.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from agentrl.algos.losses import token_logprobs
+from agentrl.policy.prefix import MIN_SHARED_PREFIX, common_prefix_length, prefix_cache
 
 
 @dataclass
@@ -24,13 +28,19 @@ class Sample:
 
 
 class HFGenerator:
-    """Generate turns for many episodes at once with a causal LM."""
+    """Generate turns for many episodes at once with a causal LM.
 
-    def __init__(self, model, tokenizer, stop_ids: list[int], pad_id: int):
+    ``share_prefix`` (default on) encodes the prompts' common prefix once per call.
+    """
+
+    def __init__(
+        self, model, tokenizer, stop_ids: list[int], pad_id: int, share_prefix: bool = True
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.stop_ids = list(stop_ids)
         self.pad_id = pad_id
+        self.share_prefix = share_prefix
 
     @property
     def device(self) -> torch.device:
@@ -48,15 +58,26 @@ class HFGenerator:
     ) -> list[Sample]:
         if not prompts:
             return []
-        width = max(len(p) for p in prompts)
+        shared = common_prefix_length(prompts) if self.share_prefix and len(prompts) > 1 else 0
+        if shared < MIN_SHARED_PREFIX:
+            shared = 0
+        width = shared + max(len(p) - shared for p in prompts)
+        # Row i: [shared prefix | left padding | rest of prompt i]; the padding sits in the middle
+        # and is masked, so positions (cumsum of the mask) run on unbroken across it.
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)  # (B, L)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)  # (B, L)
         for i, p in enumerate(prompts):
-            input_ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attention[i, width - len(p) :] = 1
+            input_ids[i, :shared] = torch.tensor(p[:shared], dtype=torch.long)
+            attention[i, :shared] = 1
+            input_ids[i, width - (len(p) - shared) :] = torch.tensor(p[shared:], dtype=torch.long)
+            attention[i, width - (len(p) - shared) :] = 1
         was_training = self.model.training
         self.model.eval()
         sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+        if shared:
+            sampling.update(
+                prefix_cache(self.model, input_ids[:1, :shared].to(self.device), len(prompts))
+            )
         out = self.model.generate(
             input_ids=input_ids.to(self.device),
             attention_mask=attention.to(self.device),
