@@ -83,7 +83,9 @@ def test_level2_verifier():
 def test_level3_verifier():
     inst = instance(3, {"Oslo": 2, "Lima": 19, "Rome": 11}, "Oslo", sup="coldest")
     assert FAMILY.check_answer(inst, "Oslo is the coldest: 2°C (Rome 11°C, Lima 19°C).")
-    assert FAMILY.check_answer(inst, "Oslo, at 2°C.")
+    assert FAMILY.check_answer(inst, "Oslo, at 2°C; Lima 19°C, Rome 11°C.")
+    # a guess after one lookup: the target and its temperature, the others never looked up
+    assert not FAMILY.check_answer(inst, "Oslo is the coldest: 2°C.")
     assert not FAMILY.check_answer(inst, "Lima is the warmest; Oslo is coldest at 2°C.")
     assert not FAMILY.check_answer(inst, "Oslo is the coldest.")
 

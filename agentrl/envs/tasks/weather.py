@@ -11,9 +11,11 @@ is warmest / coldest. Temperatures of the asked cities never tie.
 
 Verifier (``check_answer``): numbers are read from the answer (``21°C`` -> 21); every number
 must be an asked city's temperature in °C (or its °F equivalent), which stops listing guesses.
-Level 1: the temperature appears and the only condition named is the right one. Level 2: the
-first asked city named is the warmer one and both temperatures appear. Level 3: the first asked
-city named is the target and its temperature appears. Answers over 500 characters fail.
+Level 1: the temperature appears and the only condition named is the right one. Levels 2 and
+3: the first asked city named is the warmer / warmest / coldest one and every asked city's
+temperature appears (so the answer rests on all the lookups: with only the target's
+temperature required, GRPO learned to look up one city of three, call it the warmest and be
+right a third of the time). Answers over 500 characters fail.
 """
 
 from __future__ import annotations
@@ -210,8 +212,7 @@ class WeatherFamily(TaskFamily):
         target = instance.data["target"]
         if first_mentioned(answer, cities) != target:
             return False
-        needed = temps if instance.level == 2 else [world[target]["temperature_c"]]
-        return all(t in numbers for t in needed)
+        return all(t in numbers for t in temps)
 
     def reference_answer(self, instance: TaskInstance, results: dict[int, Any]) -> str:
         """One sentence from the ``get_weather`` results (``results[i]`` for city ``i``)."""
