@@ -92,12 +92,13 @@ def compute_advantages(
 
     ``estimator``: ``grpo`` (group-centred, std-scaled if ``scale``), ``rloo`` (leave-one-out
     group mean) or ``reinforce_pp`` (group-centred, batch-std scaled). ``rewards`` (N,)
-    replaces the episodes' own totals (e.g. normalized ones). ``truncation='auto'`` scores them.
+    replaces the episodes' own totals (e.g. normalized ones). Only ``truncation='mask'`` drops
+    truncated episodes (``auto`` is resolved by ``agentrl.rl_setup.resolve_truncation``).
     """
     if rewards is None:
         rewards = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
     groups = torch.tensor([t.group_id for t in trajs], dtype=torch.long)  # (N,)
-    valid = episode_validity(trajs, "zero" if truncation == "auto" else truncation)
+    valid = episode_validity(trajs, truncation)
     if estimator == "grpo":
         return group_advantages(rewards, groups, valid, scale=scale), valid
     if estimator == "rloo":

@@ -73,9 +73,9 @@ class HFGenerator:
             attention[i, width - (len(p) - shared) :] = 1
         was_training = self.model.training
         self.model.eval()
-        sampling = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
+        options = {} if greedy else {"temperature": temperature, "top_p": top_p, "top_k": 0}
         if shared:
-            sampling.update(
+            options.update(
                 prefix_cache(self.model, input_ids[:1, :shared].to(self.device), len(prompts))
             )
         out = self.model.generate(
@@ -87,7 +87,7 @@ class HFGenerator:
             pad_token_id=self.pad_id,
             return_dict_in_generate=True,
             output_logits=True,
-            **sampling,
+            **options,
         )
         if was_training:
             self.model.train()
