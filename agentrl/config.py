@@ -174,6 +174,12 @@ class TrainConfig(_Section):
     eval_levels: list[int] = Field(
         default_factory=lambda: [1, 2, 3], description="Levels in the evaluation mix."
     )
+    eval_every: int = Field(
+        0,
+        ge=0,
+        description="Also evaluate every N RL steps (0 = before and after only). Every "
+        "evaluation, first and last included, is a line of run_dir/eval.jsonl: the learning curve.",
+    )
     eval_seed: int = Field(
         10_000,
         description="First seed of held-out evaluation episodes (training seeds stay below it).",
@@ -203,6 +209,15 @@ class TrainConfig(_Section):
     autocast: Literal["auto", "off", "bf16"] = Field(
         "auto", description="bf16 autocast in updates; 'auto' = on CUDA devices that support it."
     )
+
+    @model_validator(mode="after")
+    def _check_eval_every(self) -> TrainConfig:
+        if self.eval_every and not self.eval_episodes:
+            raise ValueError(
+                f"train.eval_every={self.eval_every} needs held-out episodes: set "
+                "train.eval_episodes > 0 (or eval_every=0)"
+            )
+        return self
 
 
 class LoraConfig(_Section):

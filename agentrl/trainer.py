@@ -35,6 +35,7 @@ from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.envs.reference import run_reference_episode
 from agentrl.eval.runner import evaluate
+from agentrl.monitor.curves import EVAL_LOG
 from agentrl.monitor.metrics import JsonlSink
 from agentrl.policy.generate import HFGenerator
 from agentrl.policy.loading import load_policy, save_policy
@@ -291,6 +292,7 @@ def train(
         console.print(
             f"success before RL: {before['success_rate']:.3f} {before['success_by_level']}"
         )
+        (run_dir / EVAL_LOG).write_text(json.dumps(curve_point(0, 0, before)) + "\n")
 
     # 3. RL. The weights at RL start are the reference (and a LoRA run's frozen base).
     if resume_from is None:
@@ -302,14 +304,15 @@ def train(
     optimizer = build_optimizer(rl, cfg)
     loop = LoopState(rng, make_kl_controller(cfg), RewardNormalizer(algo.reward_norm),
                      NanGuard(cfg.train.nan_patience), before, make_curriculum(cfg))  # fmt: skip
-    logs = [run_dir / "metrics.jsonl", run_dir / "trajectories.jsonl"]
+    logs = [run_dir / "metrics.jsonl", run_dir / "trajectories.jsonl", run_dir / EVAL_LOG]
     start = 0
     if resume_from is not None:
         start = restore_parts(load_checkpoint(resume_from), rl, optimizer, loop, run_dir)
         console.print(f"resumed from {resume_from} after {start} steps")
     truncation = resolve_truncation(cfg)
     amp = autocast_dtype(cfg.train.autocast, device)
-    metrics, traj_sink = JsonlSink(logs[0]), JsonlSink(logs[1])
+    metrics, traj_sink, curve = JsonlSink(logs[0]), JsonlSink(logs[1]), JsonlSink(logs[2])
+    per_step = ro.groups_per_step * ro.group_size  # episodes played per RL step
 
     def checkpoint(n: int) -> int:
         parts = checkpoint_parts(n, rl, optimizer, loop, logs)
@@ -371,6 +374,12 @@ def train(
             if stats["skipped"]:
                 console.print(f"[yellow]step {step}: {int(stats['skipped'])} update(s) skipped: "
                               "non-finite loss or gradient norm[/]")  # fmt: skip
+            eval_every = cfg.train.eval_every
+            if eval_every and (step + 1) % eval_every == 0 and step + 1 < cfg.train.steps:
+                point, _ = evaluate(generator, make_env, **eval_kwargs)
+                curve.write(curve_point(step + 1, (step + 1) * per_step, point))
+                console.print(f"step {step + 1}: held-out success {point['success_rate']:.3f} "
+                              f"{point['success_by_level']}")  # fmt: skip
             diverged = loop.guard.observe(stepped)
             every = cfg.train.checkpoint_every
             if diverged or term.requested or (every and (step + 1) % every == 0):
@@ -412,6 +421,8 @@ def train(
         after, trajs = evaluate(generator, make_env, **eval_kwargs)
         _write_trajectories(run_dir / "eval_after.jsonl", trajs)
         console.print(f"success after RL: {after['success_rate']:.3f} {after['success_by_level']}")
+        curve.write(curve_point(cfg.train.steps, cfg.train.steps * per_step, after))
+    curve.close()
     if cfg.train.save_model and not interrupted:
         _save_final(rl, tok, cfg, run_dir)
     before = loop.eval_before
@@ -429,6 +440,12 @@ def train(
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, Any]:
+    """A line of ``eval.jsonl``: held-out success after ``step`` RL steps, ``episodes`` played."""
+    keep = ("success_rate", "success_by_level", "mean_tool_calls", "terminations")
+    return {"step": step, "episodes": episodes, **{k: summary[k] for k in keep}}
 
 
 def _save_final(rl: RLModels, tok, cfg: Config, run_dir: Path) -> None:

@@ -26,6 +26,12 @@ def test_bad_value_names_field_and_allowed_values():
         build_config({}, ["rollout.group_size=0"])
 
 
+def test_eval_every_needs_held_out_episodes():
+    with pytest.raises(ConfigError, match="train.eval_every=5 needs held-out episodes"):
+        build_config({}, ["train.eval_every=5", "train.eval_episodes=0"])
+    assert build_config({}, ["train.eval_every=5"]).train.eval_every == 5
+
+
 def test_yaml_file_and_missing_file(tmp_path):
     p = tmp_path / "c.yaml"
     p.write_text("train:\n  steps: 3\nalgo:\n  kl_coef: 0\n")

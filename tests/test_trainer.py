@@ -27,11 +27,17 @@ def test_grpo_steps_change_parameters_and_write_run_dir(tiny_dir, tmp_path):
             "rollout.max_new_tokens=32",
             "rollout.max_total_tokens=500",
             "algo.kl_coef=0.05",
+            "train.eval_every=1",
         ],
     )
     summary = train(cfg, progress=False)
     assert 0.0 <= summary["success_before"] <= 1.0 and 0.0 <= summary["success_after"] <= 1.0
     assert summary["episodes"] == 4 and summary["run_dir"] == str(run)
+    curve = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
+    assert [(c["step"], c["episodes"]) for c in curve] == [(0, 0), (1, 8), (2, 16)]
+    assert curve[0]["success_rate"] == summary["success_before"]
+    assert curve[-1]["success_rate"] == summary["success_after"]
+    assert curve[-1]["success_by_level"] == summary["eval_after"]["success_by_level"]
     lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in lines] == [0, 1]
     for key in (
