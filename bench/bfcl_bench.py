@@ -48,8 +48,12 @@ def main() -> None:
         r = run_bfcl(policy, [cat], limit)
         report["accuracy"][cat] = r["accuracy"][cat]
         report["entries"][cat] = r["entries"][cat]
-        print(f"{cat:18s} accuracy {r['accuracy'][cat]:.3f}  ({r['entries'][cat]} entries)",
-              file=sys.stderr)  # fmt: skip
+        line = f"{cat:18s} accuracy {r['accuracy'][cat]:.3f}"
+        for key in ("call_rate", "name_accuracy"):
+            if cat in r.get(key, {}):
+                report.setdefault(key, {})[cat] = r[key][cat]
+                line += f"  {key} {r[key][cat]:.3f}"
+        print(f"{line}  ({r['entries'][cat]} entries)", file=sys.stderr)
     report["wall_s"] = round(time.time() - t0, 1)
     print(json.dumps(report))
 

@@ -1,6 +1,8 @@
 """Run the Berkeley Function Calling Leaderboard (``bfcl-eval`` data) on a policy.
 
-``run_bfcl(policy, categories, limit)`` returns accuracy per category. Policies:
+``run_bfcl(policy, categories, limit)`` returns accuracy per category (and, for single-turn
+categories, two partial-credit rates: ``call_rate``, any parsable call, and ``name_accuracy``,
+the right functions whatever the arguments). Policies:
 ``"reference"`` (the possible answers / ground truth replayed: proves the scorer and the
 environment runner, ~100%) or an ``HFBFCLPolicy`` (a model rendering the functions with its
 chat template and answering with ``<tool_call>`` blocks, greedy).
@@ -28,6 +30,7 @@ from agentrl.eval.bfcl_data import (
     SINGLE_TURN,
     data_dir,
     load_category,
+    names_match,
     reference_calls,
     safe_name,
     score_single_turn,
@@ -94,7 +97,9 @@ def run_single_turn(policy: Any, category: str, limit: int | None) -> list[dict[
     records = []
     for e, text, names in zip(entries, texts, names_list, strict=True):
         calls = _calls_from_text(text, names)
-        records.append({"id": e["id"], "correct": score_single_turn(e, calls), "output": text})
+        records.append({"id": e["id"], "correct": score_single_turn(e, calls),
+                        "called": bool(calls), "names_ok": names_match(e, calls),
+                        "output": text})  # fmt: skip
     return records
 
 
@@ -223,7 +228,11 @@ def run_bfcl(
             records = [run_multi_turn_entry(policy, e) for e in load_category(cat, limit)]
         else:
             raise ValueError(f"unknown BFCL category {cat!r}")
-        report["accuracy"][cat] = sum(r["correct"] for r in records) / max(len(records), 1)
+        n = max(len(records), 1)
+        report["accuracy"][cat] = sum(r["correct"] for r in records) / n
+        if cat in SINGLE_TURN:  # partial credit, to see progress below full accuracy
+            report.setdefault("call_rate", {})[cat] = sum(r["called"] for r in records) / n
+            report.setdefault("name_accuracy", {})[cat] = sum(r["names_ok"] for r in records) / n
         report["entries"][cat] = len(records)
         report["records"][cat] = records
     return report

@@ -163,6 +163,12 @@ def score_single_turn(entry: dict[str, Any], calls: list[ToolCall]) -> bool:
     return len(calls) == len(answers) and _match(list(calls), list(answers), functions)
 
 
+def names_match(entry: dict[str, Any], calls: list[ToolCall]) -> bool:
+    """Partial credit: the calls name exactly the ground truth's functions (arguments unchecked)."""
+    want = sorted(next(iter(a)) for a in entry["ground_truth"])
+    return sorted(c.name for c in calls) == want
+
+
 def reference_calls(entry: dict[str, Any]) -> list[ToolCall]:
     """The calls a perfect model makes: the first non-empty possible value of each argument."""
     calls = []

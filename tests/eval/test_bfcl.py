@@ -17,6 +17,7 @@ from agentrl.eval.bfcl import (  # noqa: E402
 )
 from agentrl.eval.bfcl_data import (  # noqa: E402
     load_category,
+    names_match,
     score_single_turn,
     to_json_schema,
     tool_schemas,
@@ -29,6 +30,8 @@ def test_reference_scores_100_percent_everywhere():
     assert report["accuracy"] == {"simple": 1.0, "multiple": 1.0, "parallel": 1.0,
                                   "parallel_multiple": 1.0, "multi_turn_base": 1.0}  # fmt: skip
     assert report["entries"]["simple"] == 40
+    assert report["call_rate"]["parallel"] == 1.0 and report["name_accuracy"]["multiple"] == 1.0
+    assert "multi_turn_base" not in report["name_accuracy"]  # partial credit: single-turn only
 
 
 def test_scorer_rules_on_a_simple_entry():
@@ -41,6 +44,8 @@ def test_scorer_rules_on_a_simple_entry():
     assert not score_single_turn(e, [ToolCall(name, {"base": 10, "height": 5, "color": 1})])
     assert not score_single_turn(e, [ToolCall("area", {"base": 10, "height": 5})])
     assert not score_single_turn(e, [ToolCall(name, {"base": 10, "height": 5})] * 2)
+    assert names_match(e, [ToolCall(name, {"base": 1})])  # partial credit: the right function
+    assert not names_match(e, [ToolCall(name, {})] * 2) and not names_match(e, [])
 
 
 def test_parallel_calls_match_in_any_order():
