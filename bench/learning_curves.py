@@ -43,7 +43,10 @@ def main() -> None:
     names = args.names.split(",") if args.names else list(args.runs)
     if len(names) != len(args.runs):
         ap.error(f"--names has {len(names)} labels for {len(args.runs)} runs")
-    curves = {n: load_curve(r) for n, r in zip(names, args.runs, strict=True)}
+    try:
+        curves = {n: load_curve(r) for n, r in zip(names, args.runs, strict=True)}
+    except FileNotFoundError as err:
+        sys.exit(f"learning_curves: {err}")
     for name, curve in curves.items():
         print(format_curve(name, curve))
     target = args.target if args.target is not None else shared_target(list(curves.values()))
