@@ -96,8 +96,9 @@ class AlgoConfig(_Section):
     )
     truncation: Literal["auto", "mask", "zero", "bootstrap"] = Field(
         "auto",
-        description="Truncated episodes: masked out of the loss, scored as they are, or (PPO) "
-        "bootstrapped from the value; 'auto' = scored (zero) for GRPO, bootstrap for PPO.",
+        description="Truncated episodes (max_turns, length): masked out of the loss, scored as "
+        "they are, or (PPO) bootstrapped from the value; 'auto' = scored (zero) for both: a "
+        "turn budget is part of an agent task, so running into it is a failure.",
     )
     advantage: Literal["grpo", "rloo", "reinforce_pp"] = Field(
         "grpo", description="Critic-free advantage estimator (GRPO path)."
