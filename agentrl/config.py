@@ -244,6 +244,12 @@ class CurriculumConfig(_Section):
     """Curriculum (agentrl.curriculum): stages of env ids and success-rate level changes."""
 
     enabled: bool = Field(False, description="Sample tasks from the curriculum.")
+    staged: bool = Field(
+        False,
+        description="Train through the env ids of `stages` (one stage after the other, each "
+        "family's level moved by rolling success) instead of the levels of task.env alone; "
+        "task.env stays the held-out evaluation target. Needs enabled=true.",
+    )
     stages: list[list[str]] = Field(
         default_factory=lambda: [
             ["weather"],
@@ -274,6 +280,15 @@ class Config(_Section):
         default_factory=ToolsConfig,
         description="ToolGuard: process mode, timeouts, breaker, fallbacks, sandbox.",
     )
+
+    @model_validator(mode="after")
+    def _check_staged(self) -> Config:
+        if self.curriculum.staged and not self.curriculum.enabled:
+            raise ValueError(
+                "curriculum.staged=true trains through curriculum.stages: set "
+                "curriculum.enabled=true as well (or staged=false)"
+            )
+        return self
 
 
 class ConfigError(ValueError):

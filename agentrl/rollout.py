@@ -19,11 +19,16 @@ from agentrl.types import RewardBreakdown, Trajectory
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """Which task instance to play: env seed and level; episodes of one group share both."""
+    """Which task instance to play: env seed and level; episodes of one group share both.
+
+    ``env_id``: which environment (``make_env(env_id)``) when a batch mixes several, as a
+    staged curriculum does; None = ``make_env()``, the run's own env.
+    """
 
     seed: int
     level: int
     group_id: int = 0
+    env_id: str | None = None
 
 
 @dataclass
@@ -62,7 +67,12 @@ def _finish(live: _Live, termination: str, reward: RewardBreakdown) -> Trajector
         termination=termination,
         level=live.spec.level,
         tool_calls=live.tool_calls,
-        info={"turns": live.turn, "parse_errors": live.parse_errors, "seed": live.spec.seed},
+        info={
+            "turns": live.turn,
+            "parse_errors": live.parse_errors,
+            "seed": live.spec.seed,
+            "env_id": live.spec.env_id,
+        },
     )
 
 
@@ -78,7 +88,7 @@ def _step_all(pairs: list[tuple[object, str]]) -> list[tuple]:
 
 def run_episodes(
     generator: HFGenerator,
-    make_env: Callable[[], object],
+    make_env: Callable[..., object],
     specs: list[EpisodeSpec],
     *,
     max_new_tokens: int = 96,
@@ -92,7 +102,7 @@ def run_episodes(
     tok = generator.tokenizer
     live: list[_Live] = []
     for spec in specs:
-        env = make_env()
+        env = make_env() if spec.env_id is None else make_env(spec.env_id)
         messages, info = env.reset(seed=spec.seed, options={"level": spec.level})
         prompt = encode_prompt(tok, messages, env.tool_schemas)
         live.append(_Live(env, spec, str(info.get("task_id", spec.seed)), [], [], [], []))

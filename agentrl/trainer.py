@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from agentrl.envs.reference import run_reference_episode
 from agentrl.eval.runner import evaluate
 from agentrl.monitor.curves import EVAL_LOG
 from agentrl.monitor.metrics import JsonlSink
+from agentrl.monitor.step import step_metrics
 from agentrl.policy.generate import HFGenerator
 from agentrl.policy.loading import load_policy, save_policy
 from agentrl.policy.lora import merge_and_save
@@ -80,28 +80,47 @@ def resolve_dtype(dtype: str, device: str) -> str:
 
 
 def env_factory(cfg: Config):
-    """A zero-argument function making a fresh environment for one episode.
+    """A function making a fresh environment for one episode: ``make_env()`` = ``task.env``,
+    ``make_env(env_id)`` = another registered env (a staged curriculum's families).
 
     Applies ``cfg.tools`` (timeouts, breakers, workers, fallbacks) process-wide first, so every
-    guard the environments build uses the run's settings.
+    guard the environments build uses the run's settings. ``task.env_kwargs`` go to
+    ``task.env`` only; every env gets the run's ``max_turns`` and reward weights.
     """
     import_env_modules(cfg.task.imports)
     tools_runtime.configure(cfg.tools)
-    kwargs = {
-        "max_turns": cfg.task.max_turns,
-        "reward_weights": cfg.reward.weights(),
-        **cfg.task.env_kwargs,
-    }
-    make(cfg.task.env, **kwargs)  # fail now, with the env's own message, if kwargs are wrong
-    return lambda: make(cfg.task.env, **kwargs)
+    common = {"max_turns": cfg.task.max_turns, "reward_weights": cfg.reward.weights()}
+    own = {**common, **cfg.task.env_kwargs}
+
+    def make_env(env_id: str | None = None):
+        if env_id is None or env_id == cfg.task.env:
+            return make(cfg.task.env, **own)
+        return make(env_id, **common)
+
+    make_env()  # fail now, with the env's own message, if kwargs are wrong
+    if cfg.curriculum.staged:
+        for env_id in {e for stage in cfg.curriculum.stages for e in stage}:
+            make_env(env_id)  # an unknown id fails here, naming the registered ones
+    return make_env
 
 
-def collect_demos(make_env, n: int, levels: list[int], seed0: int) -> list[tuple[list, list]]:
-    """``n`` reference-solver episodes as (messages, tool schemas) SFT examples."""
+def collect_demos(
+    make_env, n: int, levels: list[int], seed0: int, env_ids: list[str] | None = None
+) -> list[tuple[list, list]]:
+    """``n`` reference-solver episodes as (messages, tool schemas) SFT examples.
+
+    ``env_ids``: draw them from these envs in turn, each at its own levels (a staged
+    curriculum's warm start covers every family); None = the run's env at ``levels``.
+    """
     demos = []
     for i in range(n):
-        env = make_env()
-        messages, _ = run_reference_episode(env, seed0 + i, levels[i % len(levels)])
+        if env_ids is None:
+            env, level = make_env(), levels[i % len(levels)]
+        else:
+            env = make_env(env_ids[i % len(env_ids)])
+            own = list(getattr(getattr(env, "family", None), "levels", None) or [1])
+            level = own[(i // len(env_ids)) % len(own)]
+        messages, _ = run_reference_episode(env, seed0 + i, level)
         demos.append((messages, env.tool_schemas))
     return demos
 
@@ -123,15 +142,19 @@ def sample_specs(
 
 
 def make_curriculum(cfg: Config) -> Curriculum | None:
-    """Dynamic difficulty inside ``cfg.task.env`` when ``curriculum.enabled`` (else None).
+    """The run's curriculum when ``curriculum.enabled`` (else None).
 
-    Levels move by rolling success (``promote_above`` / ``demote_below`` over ``window``
-    episodes) within ``cfg.task.levels``. Multi-family stages (``curriculum.stages``) are run by
-    ``agentrl.curriculum.Curriculum`` directly; this loop trains one env at a time.
+    Default: dynamic difficulty inside ``cfg.task.env``: levels move by rolling success
+    (``promote_above`` / ``demote_below`` over ``window`` episodes) within ``cfg.task.levels``.
+    ``curriculum.staged``: the four stages of ``curriculum.stages`` (single tool -> fixed flows
+    -> open library -> dynamic tools), every family with its own levels, earlier stages
+    reviewed (``review_fraction``).
     """
     c = cfg.curriculum
     if not c.enabled:
         return None
+    if c.staged:
+        return Curriculum.from_config(c, seed=cfg.train.seed)
     return Curriculum.single(cfg.task.env, cfg.task.levels, promote_above=c.promote_above,
                              demote_below=c.demote_below, window=c.window,
                              seed=cfg.train.seed)  # fmt: skip
@@ -145,69 +168,13 @@ def curriculum_specs(
     seed_limit: int,
     first_group: int,
 ) -> tuple[list[EpisodeSpec], list[Assignment]]:
-    """Like ``sample_specs`` but each group's level comes from the curriculum."""
+    """Like ``sample_specs`` but each group's env and level come from the curriculum."""
     assignments = cur.next_levels(groups)
     specs = []
     for g, a in enumerate(assignments):
-        specs += [EpisodeSpec(rng.randrange(seed_limit), a.level, first_group + g)] * group_size
+        seed = rng.randrange(seed_limit)
+        specs += [EpisodeSpec(seed, a.level, first_group + g, env_id=a.env_id)] * group_size
     return specs, assignments
-
-
-def step_metrics(
-    step: int,
-    trajs: list[Trajectory],
-    valid: torch.Tensor,
-    stats: dict[str, float],
-    rollout_s: float,
-    step_s: float,
-) -> dict[str, Any]:
-    """Namespaced metrics of one RL step: rollout, reward per layer, loss, policy, tools."""
-    n = len(trajs)
-    policy_tokens = sum(t.num_policy_tokens for t in trajs)
-    m: dict[str, Any] = {
-        "step": step,
-        "rollout/episodes": n,
-        "rollout/success_rate": sum(t.success for t in trajs) / n,
-        "rollout/valid_fraction": float(valid.float().mean()),
-        "rollout/policy_tokens": policy_tokens,
-        "rollout/total_tokens": sum(len(t.token_ids) for t in trajs),
-        "rollout/tokens_per_s": policy_tokens / max(rollout_s, 1e-9),
-        "rollout/episodes_per_s": n / max(rollout_s, 1e-9),
-        "rollout/mean_turns": sum(t.info["turns"] for t in trajs) / n,
-        "reward/total": sum(t.reward.total for t in trajs) / n,
-        "reward/std": float(np.std([t.reward.total for t in trajs])),
-        "time/rollout_s": rollout_s,
-        "time/step_s": step_s,
-    }
-    layers = sorted({k for t in trajs for k in t.reward.layers})
-    for k in layers:
-        m[f"reward/{k}"] = sum(t.reward.layers.get(k, 0.0) for t in trajs) / n
-    for reason, count in Counter(t.termination for t in trajs).items():
-        m[f"termination/{reason}"] = count / n
-    calls = Counter(c["name"] for t in trajs for c in t.tool_calls)
-    errors = Counter(
-        (c["name"], c.get("error_code"))
-        for t in trajs
-        for c in t.tool_calls
-        if not c.get("ok", True)
-    )
-    for (name, code), count in errors.items():
-        m[f"tool/{name}/{code}_rate"] = count / max(calls[name], 1)
-    parse_errors = sum(len(t.info["parse_errors"]) for t in trajs)
-    m["tool/parse_error_per_episode"] = parse_errors / n
-    for k, v in stats.items():
-        key = {
-            "entropy": "policy/entropy",
-            "clip_frac": "policy/clip_frac",
-            "grad_norm": "policy/grad_norm",
-            "approx_kl_old": "policy/approx_kl_old",
-            "updates": "policy/updates",
-            "skipped": "policy/skipped_updates",
-            "early_stop": "policy/early_stop",
-            "value_clip_frac": "value/clip_frac",
-        }.get(k, f"loss/{k}")
-        m[key] = v
-    return m
 
 
 def _progress(console: Console, enabled: bool) -> Progress:
@@ -265,11 +232,13 @@ def train(
 
     # 1. Warm start: SFT on a few dozen reference demonstrations.
     if cfg.train.warmstart_demos > 0 and resume_from is None:
+        staged_envs = [e for stage in cfg.curriculum.stages for e in stage]
         demos = collect_demos(
             make_env,
             cfg.train.warmstart_demos,
             cfg.train.warmstart_levels,
             seed0=cfg.train.eval_seed // 2,
+            env_ids=staged_envs if cfg.curriculum.staged else None,
         )
         console.print(f"warm start: SFT on {len(demos)} reference demonstrations")
         sft_train(
