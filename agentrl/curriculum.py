@@ -36,13 +36,17 @@ class Assignment:
     review: bool = False
 
 
+def family_levels(env: Any) -> list[int]:
+    """The levels of an env's task family (``[1]`` for an env without one)."""
+    family = getattr(env, "family", None)
+    return list(getattr(family, "levels", None) or [1])
+
+
 def env_levels(env_id: str) -> list[int]:
     """The levels of a registered env's task family (builds the env once)."""
     from agentrl.envs import make
 
-    family = getattr(make(env_id), "family", None)
-    levels = list(getattr(family, "levels", None) or [1])
-    return levels
+    return family_levels(make(env_id))
 
 
 class Curriculum:

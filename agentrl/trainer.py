@@ -29,7 +29,7 @@ from agentrl.checkpoint import (
     step_dir,
 )
 from agentrl.config import Config, save_config
-from agentrl.curriculum import Assignment, Curriculum
+from agentrl.curriculum import Assignment, Curriculum, family_levels
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.envs.reference import run_reference_episode
@@ -118,7 +118,7 @@ def collect_demos(
             env, level = make_env(), levels[i % len(levels)]
         else:
             env = make_env(env_ids[i % len(env_ids)])
-            own = list(getattr(getattr(env, "family", None), "levels", None) or [1])
+            own = family_levels(env)
             level = own[(i // len(env_ids)) % len(own)]
         messages, _ = run_reference_episode(env, seed0 + i, level)
         demos.append((messages, env.tool_schemas))
