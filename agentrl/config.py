@@ -266,6 +266,10 @@ class CurriculumConfig(_Section):
         0.1, ge=0, le=1, description="Share of tasks drawn from earlier stages (no forgetting)."
     )
 
+    def env_ids(self) -> list[str]:
+        """Every env id of ``stages``, once each, in stage order."""
+        return list(dict.fromkeys(e for stage in self.stages for e in stage))
+
 
 class Config(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)

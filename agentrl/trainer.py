@@ -99,7 +99,7 @@ def env_factory(cfg: Config):
 
     make_env()  # fail now, with the env's own message, if kwargs are wrong
     if cfg.curriculum.staged:
-        for env_id in {e for stage in cfg.curriculum.stages for e in stage}:
+        for env_id in cfg.curriculum.env_ids():
             make_env(env_id)  # an unknown id fails here, naming the registered ones
     return make_env
 
@@ -232,13 +232,12 @@ def train(
 
     # 1. Warm start: SFT on a few dozen reference demonstrations.
     if cfg.train.warmstart_demos > 0 and resume_from is None:
-        staged_envs = [e for stage in cfg.curriculum.stages for e in stage]
         demos = collect_demos(
             make_env,
             cfg.train.warmstart_demos,
             cfg.train.warmstart_levels,
             seed0=cfg.train.eval_seed // 2,
-            env_ids=staged_envs if cfg.curriculum.staged else None,
+            env_ids=cfg.curriculum.env_ids() if cfg.curriculum.staged else None,
         )
         console.print(f"warm start: SFT on {len(demos)} reference demonstrations")
         sft_train(
