@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from agentrl.chat.render import render_text
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+#: Text whose tokens show whether a loaded tokenizer splits like its own tokenizer.json.
+_SPLIT_PROBE = 'It is 4821 * 377 = 1817517 in Buenos Aires, {"city": "Paris"} -7\u00b0C.\n  x'
+
 _PROBE_TOOL = {
     "type": "function",
     "function": {
@@ -55,6 +58,27 @@ def check_tool_template(tokenizer: Any, name: str) -> None:
         )
 
 
+def load_tokenizer(path: str | Path) -> Any:
+    """The tokenizer at ``path`` (a local directory or a hub id), split exactly as it was saved.
+
+    ``AutoTokenizer`` builds the tokenizer class of the model type (``Qwen2Tokenizer`` for a
+    Qwen2 model), and in transformers 5 that class installs its own pre-tokenizer over the one
+    in ``tokenizer.json``. For a real Qwen checkpoint the two agree; for a tokenizer trained
+    with another split (the tiny model's keeps numbers and words whole) they do not, and the
+    model would see ids it was never trained on ("48", "21" became "4", "8", "2", "1"). When a
+    local ``tokenizer.json`` splits a probe text differently, it is loaded as saved instead.
+    """
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    saved = Path(path) / "tokenizer.json"
+    if saved.is_file():
+        from tokenizers import Tokenizer
+
+        as_saved = Tokenizer.from_file(str(saved)).encode(_SPLIT_PROBE).ids
+        if tokenizer(_SPLIT_PROBE, add_special_tokens=False)["input_ids"] != as_saved:
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+    return tokenizer
+
+
 def load_policy(
     model_id_or_path: str, *, dtype: str = "auto", device: str = "cpu"
 ) -> tuple[Any, Any]:
@@ -65,7 +89,7 @@ def load_policy(
     path: str | Path = model_id_or_path
     if model_id_or_path == TINY_MODEL_ID:
         path = build_tiny_model()
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path)
     check_tool_template(tokenizer, model_id_or_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

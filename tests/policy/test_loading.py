@@ -34,3 +34,25 @@ def test_template_without_tools_is_refused(tmp_path, monkeypatch) -> None:
     tok.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
     with pytest.raises(ValueError, match="some/model: the chat template doesn't support tools"):
         check_tool_template(tok, "some/model")
+
+
+def test_a_reloaded_tiny_tokenizer_splits_exactly_as_the_one_the_model_was_pretrained_with(
+    tmp_path,
+) -> None:
+    # AutoTokenizer gives a Qwen2 model's directory Qwen2Tokenizer, whose own pre-tokenizer
+    # splits numbers into digits; the tiny tokenizer keeps "4821" as "48" "21".
+    from transformers import AutoTokenizer, Qwen2Config
+
+    from agentrl.policy.loading import load_tokenizer
+    from agentrl.tinymodel import corpus_texts, train_tokenizer
+
+    built = train_tokenizer(corpus_texts(50, seed=1))
+    built.save_pretrained(tmp_path)
+    Qwen2Config(vocab_size=len(built)).save_pretrained(tmp_path)
+    text = 'What is 4821 * 377? {"city": "Buenos Aires"} 21\u00b0C'
+    want = built(text)["input_ids"]
+    assert AutoTokenizer.from_pretrained(tmp_path)(text)["input_ids"] != want  # the trap
+    loaded = load_tokenizer(tmp_path)
+    assert loaded(text)["input_ids"] == want
+    assert loaded.chat_template == built.chat_template and loaded.eos_token == "<|im_end|>"
+    assert load_tokenizer(tmp_path).pad_token == "<|endoftext|>"
