@@ -27,6 +27,7 @@ def test_rendering_equals_qwen25_template(tiny_policy, level):
     messages, _ = run_reference_episode(env, seed=7, level=level)
     assert any(m["role"] == "tool" for m in messages)
     ours = render_text(tok, messages, env.tool_schemas, add_generation_prompt=False)
-    theirs = tok.apply_chat_template(messages, tools=env.tool_schemas, tokenize=False,
-                                     chat_template=_qwen_template())
+    theirs = tok.apply_chat_template(
+        messages, tools=env.tool_schemas, tokenize=False, chat_template=_qwen_template()
+    )
     assert ours == theirs
