@@ -57,12 +57,13 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
              *, single_turn: bool) -> dict[str, Any]:
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers import AutoModelForCausalLM, TrainerCallback
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
     from trl import __version__ as trl_version
 
     from agentrl.config import build_config
+    from agentrl.policy.loading import load_tokenizer
     from agentrl.tinymodel import build_tiny_model
     from agentrl.trainer import env_factory
 
@@ -72,7 +73,7 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
     notes: list[str] = []
 
     path = build_tiny_model()  # the cached tiny model agentrl's side loaded
-    tok = AutoTokenizer.from_pretrained(path)
+    tok = load_tokenizer(path)  # split as pretrained (AutoTokenizer would split digits)
     tok.chat_template = (resources.files("trl") / "chat_templates" / "qwen2_5.jinja").read_text(
         encoding="utf-8")
     tok.padding_side = "left"
