@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from agentrl.chat.render import render_text
@@ -71,8 +72,6 @@ def load_tokenizer(path: str | Path) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(path)
     saved = Path(path) / "tokenizer.json"
     if saved.is_file():
-        from tokenizers import Tokenizer
-
         as_saved = Tokenizer.from_file(str(saved)).encode(_SPLIT_PROBE).ids
         if tokenizer(_SPLIT_PROBE, add_special_tokens=False)["input_ids"] != as_saved:
             tokenizer = PreTrainedTokenizerFast.from_pretrained(path)

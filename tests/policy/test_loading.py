@@ -55,4 +55,4 @@ def test_a_reloaded_tiny_tokenizer_splits_exactly_as_the_one_the_model_was_pretr
     loaded = load_tokenizer(tmp_path)
     assert loaded(text)["input_ids"] == want
     assert loaded.chat_template == built.chat_template and loaded.eos_token == "<|im_end|>"
-    assert load_tokenizer(tmp_path).pad_token == "<|endoftext|>"
+    assert loaded.pad_token == "<|endoftext|>"
