@@ -265,6 +265,13 @@ class CurriculumConfig(_Section):
     review_fraction: float = Field(
         0.1, ge=0, le=1, description="Share of tasks drawn from earlier stages (no forgetting)."
     )
+    level_review: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of a family's tasks drawn from the lower levels it has passed (they "
+        "never move levels): keeps level 1 from being forgotten while level 2 still fails.",
+    )
 
     def env_ids(self) -> list[str]:
         """Every env id of ``stages``, once each, in stage order."""

@@ -11,8 +11,9 @@ window (``window`` episodes); when the window is full:
   sub-tasks (meeting and shop have a level 0 made of one step of the full flow).
 
 The window is cleared after every change. ``review_fraction`` of the tasks come from earlier
-stages (at their last level) so earlier skills are not forgotten; their results never move
-levels. The trainer calls ``next_levels(n)`` for the tasks of a step and ``update(assignments,
+stages (at their last level) and ``level_review`` of a family's own tasks from its lower levels
+(those it has passed), so earlier skills are not forgotten; review results never move levels.
+The trainer calls ``next_levels(n)`` for the tasks of a step and ``update(assignments,
 successes)`` with the outcomes; ``metrics()`` gives the ``curriculum/`` keys to log and
 ``state_dict()`` / ``load_state_dict()`` go into checkpoints (JSON-safe, RNG included).
 """
@@ -61,6 +62,7 @@ class Curriculum:
         demote_below: float = 0.2,
         window: int = 32,
         review_fraction: float = 0.1,
+        level_review: float = 0.0,
         seed: int = 0,
     ) -> None:
         if not stages or any(not s for s in stages):
@@ -71,11 +73,14 @@ class Curriculum:
             )
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
+        if not 0 <= level_review <= 1:
+            raise ValueError(f"level_review must be in [0, 1], got {level_review}")
         self.stages = [list(s) for s in stages]
         get = levels.__getitem__ if isinstance(levels, Mapping) else levels
         self.levels = {e: sorted(get(e)) for s in self.stages for e in s}
         self.promote_above, self.demote_below = promote_above, demote_below
         self.window, self.review_fraction = window, review_fraction
+        self.level_review = level_review
         self.rng = random.Random(seed)
         self.stage = 0
         self.level = {e: next((lv for lv in ls if lv >= 1), ls[0]) for e, ls in self.levels.items()}
@@ -94,12 +99,13 @@ class Curriculum:
             demote_below=cfg.demote_below,
             window=cfg.window,
             review_fraction=cfg.review_fraction,
+            level_review=cfg.level_review,
             seed=seed,
         )
 
     @classmethod
     def single(cls, env_id: str, levels: Sequence[int], **kwargs: Any) -> Curriculum:
-        """Dynamic difficulty inside one family only (one stage, no review)."""
+        """Dynamic difficulty inside one family only (one stage: no earlier stage to review)."""
         return cls([[env_id]], {env_id: levels}, review_fraction=0.0, **kwargs)
 
     # -- sampling ----------------------------------------------------------------------------
@@ -115,8 +121,17 @@ class Curriculum:
                 out.append(Assignment(env_id, self.level[env_id], self.stage_of(env_id), True))
             else:
                 env_id = families[(start + i) % len(families)]
-                out.append(Assignment(env_id, self.level[env_id], self.stage))
+                passed = self.passed_levels(env_id)
+                if passed and self.level_review and self.rng.random() < self.level_review:
+                    out.append(Assignment(env_id, self.rng.choice(passed), self.stage, True))
+                else:
+                    out.append(Assignment(env_id, self.level[env_id], self.stage))
         return out
+
+    def passed_levels(self, env_id: str) -> list[int]:
+        """Levels of ``env_id`` between its starting level and its current one (exclusive)."""
+        start = next((lv for lv in self.levels[env_id] if lv >= 1), self.levels[env_id][0])
+        return [lv for lv in self.levels[env_id] if start <= lv < self.level[env_id]]
 
     def stage_of(self, env_id: str) -> int:
         return next(i for i, s in enumerate(self.stages) if env_id in s)

@@ -157,7 +157,7 @@ def make_curriculum(cfg: Config) -> Curriculum | None:
         return Curriculum.from_config(c, seed=cfg.train.seed)
     return Curriculum.single(cfg.task.env, cfg.task.levels, promote_above=c.promote_above,
                              demote_below=c.demote_below, window=c.window,
-                             seed=cfg.train.seed)  # fmt: skip
+                             level_review=c.level_review, seed=cfg.train.seed)  # fmt: skip
 
 
 def curriculum_specs(

@@ -60,6 +60,24 @@ def test_stale_and_review_results_do_not_move_levels():
     assert cur.update([Assignment("shop", 3, 1)] * 4, [True] * 4) == []  # not the current level
 
 
+def test_level_review_draws_passed_levels_and_never_moves_levels():
+    cur = Curriculum.single("meeting", [0, 1, 2, 3], window=2, level_review=0.25, seed=1)
+    assert (
+        cur.passed_levels("meeting") == []
+        and cur.next_levels(50) == [Assignment("meeting", 1, 0)] * 50
+    )
+    cur.level["meeting"] = 3
+    assert cur.passed_levels("meeting") == [1, 2]  # level 0 (sub-tasks) is below the start
+    picks = cur.next_levels(400)
+    review = [a for a in picks if a.review]
+    assert 70 < len(review) < 130 and {a.level for a in review} == {1, 2}
+    assert all(a.level == 3 for a in picks if not a.review)
+    assert cur.update(review[:4], [False] * 4) == [] and cur.level["meeting"] == 3
+    assert cur.update([Assignment("meeting", 3, 0)] * 2, [False] * 2) == ["meeting: level 3 -> 2"]
+    with pytest.raises(ValueError, match="level_review must be in"):
+        Curriculum.single("meeting", [0, 1], level_review=1.5)
+
+
 def test_state_dict_roundtrip_resumes_exactly():
     a = Curriculum([["weather"], ["meeting", "shop"]], LEVELS, window=3, seed=1)
     feed(a, [True] * 10 + [False] * 5)
