@@ -56,3 +56,19 @@ def test_env_factory_applies_the_tools_section():
     finally:
         runtime.configure(None)
     assert runtime.current_settings().timeout_base == 3.0  # back to the defaults
+
+
+def test_shipped_configs_load_and_the_weather_one_spells_out_the_demo():
+    from pathlib import Path
+
+    from agentrl.cli import DEMO_PRESET
+
+    configs = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+    assert len(configs) >= 3
+    loaded = {p.stem: load_config(p) for p in configs}  # a stale key would raise ConfigError
+    demo = build_config({}, list(DEMO_PRESET))
+    weather = loaded["weather_grpo"]
+    assert weather.train.steps == demo.train.steps == 27
+    assert weather.curriculum.enabled and demo.curriculum.enabled
+    assert weather.rollout == demo.rollout and weather.algo == demo.algo
+    assert weather.task.levels == demo.task.levels == [1, 2, 3]
