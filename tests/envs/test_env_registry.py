@@ -35,7 +35,10 @@ class EchoFamily(TaskFamily):
         return [echo]
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
-        word = rng.choice(self.words)
+        return self.instance(rng.choice(self.words), level)
+
+    @staticmethod
+    def instance(word: str, level: int) -> TaskInstance:
         return TaskInstance(
             f"echo-{word}",
             level,
@@ -102,14 +105,7 @@ class NondeterministicFamily(EchoFamily):
 
     def sample(self, rng, level):
         self.draws += 1
-        word = f"w{self.draws}"
-        return TaskInstance(
-            f"echo-{word}",
-            level,
-            f"Echo {word}.",
-            {"word": word},
-            [ToolCall("echo", {"word": word})],
-        )
+        return self.instance(f"w{self.draws}", level)
 
 
 class BadObsEnv(ToolTaskEnv):
