@@ -68,7 +68,7 @@ def test_shipped_configs_load_and_the_weather_one_spells_out_the_demo():
     loaded = {p.stem: load_config(p) for p in configs}  # a stale key would raise ConfigError
     demo = build_config({}, list(DEMO_PRESET))
     weather = loaded["weather_grpo"]
-    assert weather.train.steps == demo.train.steps == 27
+    assert weather.train.steps == demo.train.steps == 15
     assert weather.curriculum.enabled and demo.curriculum.enabled
     assert weather.rollout == demo.rollout and weather.algo == demo.algo
     assert weather.task.levels == demo.task.levels == [1, 2, 3]
