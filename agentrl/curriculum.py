@@ -43,6 +43,11 @@ def family_levels(env: Any) -> list[int]:
     return list(getattr(family, "levels", None) or [1])
 
 
+def start_level(levels: Sequence[int]) -> int:
+    """Where a family starts: its first level >= 1 (level 0 = decomposed sub-tasks, if any)."""
+    return next((lv for lv in levels if lv >= 1), levels[0])
+
+
 def env_levels(env_id: str) -> list[int]:
     """The levels of a registered env's task family (builds the env once)."""
     from agentrl.envs import make
@@ -83,7 +88,7 @@ class Curriculum:
         self.level_review = level_review
         self.rng = random.Random(seed)
         self.stage = 0
-        self.level = {e: next((lv for lv in ls if lv >= 1), ls[0]) for e, ls in self.levels.items()}
+        self.level = {e: start_level(ls) for e, ls in self.levels.items()}
         self.results: dict[str, deque[bool]] = {e: deque(maxlen=window) for e in self.levels}
         self.mastered: set[str] = set()
         self.promotions = 0
@@ -130,7 +135,7 @@ class Curriculum:
 
     def passed_levels(self, env_id: str) -> list[int]:
         """Levels of ``env_id`` between its starting level and its current one (exclusive)."""
-        start = next((lv for lv in self.levels[env_id] if lv >= 1), self.levels[env_id][0])
+        start = start_level(self.levels[env_id])
         return [lv for lv in self.levels[env_id] if start <= lv < self.level[env_id]]
 
     def stage_of(self, env_id: str) -> int:
