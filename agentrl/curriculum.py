@@ -126,8 +126,8 @@ class Curriculum:
                 out.append(Assignment(env_id, self.level[env_id], self.stage_of(env_id), True))
             else:
                 env_id = families[(start + i) % len(families)]
-                passed = self.passed_levels(env_id)
-                if passed and self.level_review and self.rng.random() < self.level_review:
+                passed = self.passed_levels(env_id) if self.level_review else []
+                if passed and self.rng.random() < self.level_review:
                     out.append(Assignment(env_id, self.rng.choice(passed), self.stage, True))
                 else:
                     out.append(Assignment(env_id, self.level[env_id], self.stage))

@@ -19,19 +19,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 import agentrl.envs as envs
-from agentrl.chat.render import encode_prompt, stop_token_ids
-from agentrl.envs.reference import format_call, run_reference_episode
+from agentrl.chat.render import assistant_body, encode_prompt, stop_token_ids
+from agentrl.envs.reference import run_reference_episode
 from agentrl.policy.loading import load_tokenizer
-from agentrl.types import ToolCall
-
-
-def reference_text(message: dict) -> str:
-    """An assistant message as the action text the reference solver wrote."""
-    calls = [
-        format_call(ToolCall(c["function"]["name"], c["function"]["arguments"]))
-        for c in message.get("tool_calls") or []
-    ]
-    return "\n".join(calls) if calls else message["content"]
 
 
 @torch.no_grad()
@@ -66,7 +56,7 @@ def main() -> None:
             if message["role"] != "assistant":
                 continue
             turn += 1
-            want = reference_text(message).strip()
+            want = assistant_body(tokenizer, message, env.tool_schemas).strip()
             got = greedy_turn(model, tokenizer, messages[:i], env.tool_schemas,
                               args.max_new_tokens)  # fmt: skip
             total[turn] += 1

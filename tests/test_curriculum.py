@@ -62,10 +62,8 @@ def test_stale_and_review_results_do_not_move_levels():
 
 def test_level_review_draws_passed_levels_and_never_moves_levels():
     cur = Curriculum.single("meeting", [0, 1, 2, 3], window=2, level_review=0.25, seed=1)
-    assert (
-        cur.passed_levels("meeting") == []
-        and cur.next_levels(50) == [Assignment("meeting", 1, 0)] * 50
-    )
+    assert cur.passed_levels("meeting") == []
+    assert cur.next_levels(50) == [Assignment("meeting", 1, 0)] * 50
     cur.level["meeting"] = 3
     assert cur.passed_levels("meeting") == [1, 2]  # level 0 (sub-tasks) is below the start
     picks = cur.next_levels(400)
