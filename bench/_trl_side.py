@@ -64,8 +64,8 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
 
     from agentrl.config import build_config
     from agentrl.policy.loading import load_tokenizer
-    from agentrl.tinymodel import build_tiny_model
-    from agentrl.trainer import env_factory
+    from agentrl.tiny.builder import build_tiny_model
+    from agentrl.train.build import env_factory
 
     cfg = build_config({"task": {"env": "weather", "levels": args.levels,
                                  "max_turns": args.max_turns}})

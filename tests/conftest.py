@@ -5,7 +5,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory):
-    from agentrl.tinymodel import build_tiny_model
+    from agentrl.tiny.builder import build_tiny_model
 
     return build_tiny_model(
         tmp_path_factory.mktemp("tiny") / "tiny",

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from agentrl.sft import lr_at, masked_lm_loss, sft_train
-from agentrl.tinycorpus import make_corpus
-from agentrl.tinymodel import corpus_texts, make_model, train_tokenizer
+from agentrl.tiny.builder import corpus_texts, make_model, train_tokenizer
+from agentrl.tiny.corpus import make_corpus
 
 SMALL = dict(
     hidden_size=64,

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from agentrl.tinymodel import MODEL_CONFIG
-from agentrl.tinywiring import rope_angles, slow_pairs, wire_copy_heads
+from agentrl.tiny.builder import MODEL_CONFIG
+from agentrl.tiny.wiring import rope_angles, slow_pairs, wire_copy_heads
 
 
 def _model(rope_theta: float = 1e6) -> Qwen2ForCausalLM:

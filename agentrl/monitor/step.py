@@ -10,6 +10,9 @@ import torch
 
 from agentrl.types import Trajectory
 
+#: Tool-call record flags counted as ``tool/<name>/<flag>_rate`` (``Trajectory.tool_calls``).
+FLAGS = ("truncated_output", "coerced")
+
 
 def step_metrics(
     step: int,
@@ -48,15 +51,7 @@ def step_metrics(
     if len(by_env) > 1:  # a staged curriculum mixes families in one step
         for env_id, wins in sorted(by_env.items()):
             m[f"rollout/{env_id}/success_rate"] = sum(wins) / len(wins)
-    calls = Counter(c["name"] for t in trajs for c in t.tool_calls)
-    errors = Counter(
-        (c["name"], c.get("error_code"))
-        for t in trajs
-        for c in t.tool_calls
-        if not c.get("ok", True)
-    )
-    for (name, code), count in errors.items():
-        m[f"tool/{name}/{code}_rate"] = count / max(calls[name], 1)
+    m.update(tool_rates(trajs))
     parse_errors = sum(len(t.info["parse_errors"]) for t in trajs)
     m["tool/parse_error_per_episode"] = parse_errors / n
     for k, v in stats.items():
@@ -72,3 +67,26 @@ def step_metrics(
         }.get(k, f"loss/{k}")
         m[key] = v
     return m
+
+
+def tool_rates(trajs: list[Trajectory]) -> dict[str, float]:
+    """``tool/<name>/<class>_rate``: failed calls by error code, then the flagged calls.
+
+    Each is a share of that tool's calls. The flags (``FLAGS``) mark calls that still count as
+    made: an output cut to the size limit (the call stays ok) and arguments coerced before the
+    call; a record without the flag counts as unflagged. A key appears once its count is > 0.
+    """
+    calls = Counter(c["name"] for t in trajs for c in t.tool_calls)
+    errors = Counter(
+        (c["name"], c.get("error_code"))
+        for t in trajs
+        for c in t.tool_calls
+        if not c.get("ok", True)
+    )
+    flagged = Counter(
+        (c["name"], flag) for t in trajs for c in t.tool_calls for flag in FLAGS if c.get(flag)
+    )
+    out: dict[str, float] = {}
+    for (name, code), count in [*errors.items(), *sorted(flagged.items())]:
+        out[f"tool/{name}/{code}_rate"] = count / max(calls[name], 1)
+    return out

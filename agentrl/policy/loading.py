@@ -82,7 +82,7 @@ def load_policy(
     model_id_or_path: str, *, dtype: str = "auto", device: str = "cpu"
 ) -> tuple[Any, Any]:
     """(model, tokenizer) for a path, a hub id, or ``"agentrl/tiny"``; model in eval mode."""
-    from agentrl.tinymodel import TINY_MODEL_ID, build_tiny_model
+    from agentrl.tiny.builder import TINY_MODEL_ID, build_tiny_model
 
     torch_dtype = resolve_dtype(dtype, device)
     path: str | Path = model_id_or_path

@@ -16,7 +16,7 @@ from agentrl.chat.render import (
     tokenize,
 )
 from agentrl.chat.template import IM_END
-from agentrl.tinymodel import corpus_texts, train_tokenizer
+from agentrl.tiny.builder import corpus_texts, train_tokenizer
 
 TOOLS = [
     {

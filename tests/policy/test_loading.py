@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from agentrl import tinymodel
 from agentrl.policy.loading import check_tool_template, load_policy, save_policy
-from agentrl.tinymodel import TINY_MODEL_ID
+from agentrl.tiny import builder as tinymodel
+from agentrl.tiny.builder import TINY_MODEL_ID
 
 
 def test_tiny_id_builds_in_cache_and_roundtrips(tmp_path, monkeypatch) -> None:
@@ -44,7 +44,7 @@ def test_a_reloaded_tiny_tokenizer_splits_exactly_as_the_one_the_model_was_pretr
     from transformers import AutoTokenizer, Qwen2Config
 
     from agentrl.policy.loading import load_tokenizer
-    from agentrl.tinymodel import corpus_texts, train_tokenizer
+    from agentrl.tiny.builder import corpus_texts, train_tokenizer
 
     built = train_tokenizer(corpus_texts(50, seed=1))
     built.save_pretrained(tmp_path)

@@ -14,7 +14,7 @@ import random
 from typing import Any
 
 from agentrl.chat.template import IM_END, IM_START
-from agentrl.tinyvocab import CITIES, ENGLISH
+from agentrl.tiny.vocab import CITIES, ENGLISH
 from agentrl.types import Message
 
 VERBS = ("get", "lookup", "find", "check", "fetch", "query")

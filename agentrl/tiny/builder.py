@@ -3,9 +3,9 @@
 Nothing is downloaded (DESIGN contract 7). ``build_tiny_model()`` trains a byte-level BPE
 tokenizer (words, numbers and spaces are separate pieces), makes a few-million parameter
 ``Qwen2ForCausalLM`` whose initial weights carry hand-wired copy heads
-(``agentrl.tinywiring``), and pretrains it in three phases: random-token repeats (the copy
+(``agentrl.tiny.wiring``), and pretrains it in three phases: random-token repeats (the copy
 heads), "repeat after me" drills, then synthetic tool-use conversations over made-up tools
-(``agentrl.tinycorpus``), so it behaves like a (very) small instruct model that calls tools in
+(``agentrl.tiny.corpus``), so it behaves like a (very) small instruct model that calls tools in
 the Qwen2.5 format. The result is cached on disk; ``TINY_MODEL_ID`` names it wherever a model
 id is accepted.
 """
@@ -33,9 +33,10 @@ from agentrl.chat.template import (
     SPECIAL_TOKENS,
     TAG_TOKENS,
 )
-from agentrl.tinycorpus import COMMON_WORDS, drill_text, make_corpus, make_drills
-from agentrl.tinyvocab import vocabulary_texts
-from agentrl.tinywiring import wire_copy_heads
+from agentrl.tiny.corpus import COMMON_WORDS, drill_text, make_corpus, make_drills
+from agentrl.tiny.lock import build_lock, remove_stale_temps, temp_dir, temp_dirs
+from agentrl.tiny.vocab import vocabulary_texts
+from agentrl.tiny.wiring import wire_copy_heads
 
 TINY_MODEL_ID = "agentrl/tiny"
 TINY_VERSION = "tiny-v4"
@@ -130,7 +131,7 @@ def make_model(
         **{**MODEL_CONFIG, **overrides},
     )
     model = Qwen2ForCausalLM(config).float()
-    if copy_heads:  # hand-wired copy heads (agentrl.tinywiring); off for odd test shapes
+    if copy_heads:  # hand-wired copy heads (agentrl.tiny.wiring); off for odd test shapes
         model = wire_copy_heads(model, seed=seed)
     model.generation_config.eos_token_id = [
         tokenizer.convert_tokens_to_ids(IM_END),
@@ -153,7 +154,7 @@ def induction_rows(
     """``n`` random-token sequences, each repeated once; the loss is on the repeat only.
 
     The repeat is predictable only by copying, so these rows train the hand-wired copy heads
-    (``agentrl.tinywiring``) to full strength and, mixed into the later phases, keep them from
+    (``agentrl.tiny.wiring``) to full strength and, mixed into the later phases, keep them from
     being trained away (measured: without them the repeat's loss went back to ~6.9 nats).
     Span and gap lengths vary, so no fixed-offset shortcut solves them.
     """
@@ -186,15 +187,36 @@ def build_tiny_model(
     """Build (or reuse) the tiny tokenizer + pretrained model in ``out_dir``; return the path.
 
     The build is written to a temp directory next to ``out_dir``, renamed into place, and the
-    ``BUILD_COMPLETE`` marker is written last, so an interrupted build is never reused.
+    ``BUILD_COMPLETE`` marker is written last, so an interrupted build is never reused. It runs
+    under an exclusive lock (``agentrl.tiny.lock``): a second process building the same
+    directory waits, then reuses the finished build; temp directories of dead builds go.
     """
+    out = Path(out_dir) if out_dir is not None else default_tiny_dir()
+    if is_complete(out) and not force and not temp_dirs(out):
+        return out
+    with build_lock(out):
+        remove_stale_temps(out)
+        if is_complete(out) and not force:
+            return out
+        t0 = time.perf_counter()
+        model, tokenizer, stats = pretrain(seed, steps, drill_steps, induction_steps, progress)
+        info = f"steps={stats['steps']} final_loss={stats['final_loss']:.4f} "
+        info += f"tokens={stats['tokens']} seconds={time.perf_counter() - t0:.1f}\n"
+        write_build(out, model, tokenizer, info)
+    return out
+
+
+def pretrain(
+    seed: int,
+    steps: int | None,
+    drill_steps: int | None,
+    induction_steps: int | None,
+    progress: bool,
+) -> tuple[Qwen2ForCausalLM, PreTrainedTokenizerFast, dict[str, Any]]:
+    """Train the tokenizer, wire the model, pretrain it in three phases; (model, tok, stats)."""
     from agentrl.sft import train_rows  # sft imports chat only; kept local to keep imports light
 
-    out = Path(out_dir) if out_dir is not None else default_tiny_dir()
-    if is_complete(out) and not force:
-        return out
     steps = DEFAULT_STEPS if steps is None else steps
-    t0 = time.perf_counter()
     tokenizer = train_tokenizer(corpus_texts(2000, seed=seed + 1))
     model = make_model(tokenizer, seed=seed)
     if induction_steps is None:
@@ -223,19 +245,24 @@ def build_tiny_model(
         warmup_steps=min(30, steps // 10),
     )  # fmt: skip
     model.eval()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{os.getpid()}"
+    return model, tokenizer, stats
+
+
+def write_build(
+    out: Path, model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, info: str
+) -> None:
+    """Save to this process's temp directory, rename it to ``out``, write the marker last.
+
+    Call it under ``build_lock(out)``: it replaces whatever is at ``out``.
+    """
+    tmp = temp_dir(out)
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     if out.exists():
         shutil.rmtree(out)
     os.replace(tmp, out)
-    info = f"steps={stats['steps']} final_loss={stats['final_loss']:.4f} "
-    info += f"tokens={stats['tokens']} seconds={time.perf_counter() - t0:.1f}\n"
-    marker = out / MARKER
-    with open(marker, "w") as f:
+    with open(out / MARKER, "w") as f:
         f.write(info)
         f.flush()
         os.fsync(f.fileno())
-    return out
