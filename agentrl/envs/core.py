@@ -16,7 +16,7 @@ import traceback
 from typing import Any, Protocol, runtime_checkable
 
 from agentrl.chat.parser import parse_action
-from agentrl.envs import reference
+from agentrl.envs.reference import reference_action as reference_solver
 from agentrl.envs.task import TaskFamily, TaskInstance
 from agentrl.rewards.shaper import RewardShaper
 from agentrl.tools.errors import HARNESS_CODES
@@ -112,10 +112,13 @@ class ToolTaskEnv:
         self.breakdown: RewardBreakdown | None = None
 
     # -- episode start -------------------------------------------------------------------
-    def reset(
+    def draw_instance(
         self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[list[Message], dict[str, Any]]:
-        """Start an episode; ``options``: ``level`` (default the easiest) or ``instance``."""
+    ) -> tuple[int, TaskInstance]:
+        """Check ``reset``'s options; ``(seed, instance)``: the given one or a sampled one.
+
+        The one place a level is checked: ``family.sample`` only ever sees the family's levels.
+        """
         options = dict(options or {})
         unknown = sorted(set(options) - set(RESET_OPTIONS))
         if unknown:
@@ -131,6 +134,13 @@ class ToolTaskEnv:
                     f"{list(self.family.levels)}"
                 )
             instance = self.family.sample(random.Random(seed), level)
+        return seed, instance
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
+        """Start an episode; ``options``: ``level`` (default the easiest) or ``instance``."""
+        seed, instance = self.draw_instance(seed, options)
         registry = ToolRegistry(self.family.tools(instance))
         if registry.schemas() != self.tool_schemas:
             raise ValueError(f"{self.family.name!r}: tools() must give the same schemas always")
@@ -229,4 +239,4 @@ class ToolTaskEnv:
         """The reference solver's next action text for the current state."""
         if self.instance is None:
             raise RuntimeError("reference_action() before reset()")
-        return reference.reference_action(self.family, self.instance, self.call_log)
+        return reference_solver(self.family, self.instance, self.call_log)

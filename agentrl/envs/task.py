@@ -45,7 +45,10 @@ class TaskFamily:
         raise NotImplementedError(f"{type(self).__name__}.tools")
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
-        """A new instance at ``level``, drawn only from ``rng`` (so seeds reproduce it)."""
+        """A new instance at ``level``, drawn only from ``rng`` (so seeds reproduce it).
+
+        ``level`` is one of ``levels``: ``ToolTaskEnv.reset`` checks it, so ``sample`` need not.
+        """
         raise NotImplementedError(f"{type(self).__name__}.sample")
 
     def check_answer(self, instance: TaskInstance, answer: str) -> bool:

@@ -3,6 +3,8 @@
 from agentrl.rewards.layers import (
     DEFAULT_WEIGHTS,
     LAYERS,
+    PROCESS_LAYERS,
+    PROCESS_WEIGHTS,
     argument_coverage,
     call_key,
     completion_score,
@@ -18,6 +20,8 @@ from agentrl.rewards.shaper import RewardShaper
 __all__ = [
     "DEFAULT_WEIGHTS",
     "LAYERS",
+    "PROCESS_LAYERS",
+    "PROCESS_WEIGHTS",
     "RewardShaper",
     "argument_coverage",
     "call_key",

@@ -23,16 +23,22 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "repeat": -0.1,
 }
 LAYERS: tuple[str, ...] = tuple(DEFAULT_WEIGHTS)
+#: Default weights of the task families' process layers (``envs/tasks/shaped.py``):
+#: ``progress`` (fraction of the task's milestones reached) and ``reask`` (a count of calls
+#: that fetched information the dialogue already held; a penalty).
+PROCESS_WEIGHTS: dict[str, float] = {"progress": 0.3, "reask": -0.1}
+PROCESS_LAYERS: tuple[str, ...] = tuple(PROCESS_WEIGHTS)
 
 
 def resolve_weights(weights: Mapping[str, float] | None = None) -> dict[str, float]:
-    """The defaults overridden by ``weights``; an unknown key raises ``ValueError``."""
-    out = dict(DEFAULT_WEIGHTS)
+    """Every layer's default (``LAYERS``, then ``PROCESS_LAYERS``) overridden by ``weights``.
+
+    An unknown key raises ``ValueError`` naming the allowed ones.
+    """
+    out = {**DEFAULT_WEIGHTS, **PROCESS_WEIGHTS}
     for key, value in (weights or {}).items():
-        if key not in DEFAULT_WEIGHTS:
-            raise ValueError(
-                f"unknown reward weight {key!r}; allowed: {', '.join(DEFAULT_WEIGHTS)}"
-            )
+        if key not in out:
+            raise ValueError(f"unknown reward weight {key!r}; allowed: {', '.join(out)}")
         out[key] = float(value)
     return out
 

@@ -14,13 +14,28 @@ Episode layers (unweighted, in ``RewardBreakdown.layers``):
 
 ``per_turn[i]`` holds turn ``i``'s ``format`` and ``repeat``, plus ``tool_choice`` and
 ``arguments`` (fraction of that turn's calls that equal an expected call) when it made calls.
+
+The weights of the task families' process layers (``progress``, ``reask``) come in the same
+mapping; they sit in ``process_weights`` and join a breakdown only where a family scores them
+(``ShapedTaskEnv``), so a breakdown's ``weights`` hold only layers it has.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from agentrl.rewards import layers
+from agentrl.rewards.layers import (
+    LAYERS,
+    PROCESS_LAYERS,
+    argument_coverage,
+    completion_score,
+    count_repeats,
+    format_score,
+    mean_or,
+    resolve_weights,
+    tool_choice_score,
+    turn_argument_score,
+)
 from agentrl.types import ParsedAction, RewardBreakdown, ToolCall
 
 
@@ -28,7 +43,9 @@ class RewardShaper:
     """Score one episode at a time: ``reset`` → ``add_turn`` per turn → ``breakdown``."""
 
     def __init__(self, weights: Mapping[str, float] | None = None) -> None:
-        self.weights = layers.resolve_weights(weights)
+        resolved = resolve_weights(weights)
+        self.weights = {k: resolved[k] for k in LAYERS}
+        self.process_weights = {k: resolved[k] for k in PROCESS_LAYERS}
         self.reset(())
 
     def reset(self, expected_calls: Sequence[ToolCall]) -> None:
@@ -44,16 +61,16 @@ class RewardShaper:
             raise ValueError(
                 f"add_turn: {len(outcomes)} outcomes for {len(parsed.tool_calls)} tool calls"
             )
-        before = layers.count_repeats(self.history)
+        before = count_repeats(self.history)
         self.history.extend(zip(parsed.tool_calls, outcomes, strict=True))
         scores = {
-            "format": layers.format_score(parsed),
-            "repeat": float(layers.count_repeats(self.history) - before),
+            "format": format_score(parsed),
+            "repeat": float(count_repeats(self.history) - before),
         }
-        choice = layers.tool_choice_score(parsed.tool_calls, self.expected_names)
+        choice = tool_choice_score(parsed.tool_calls, self.expected_names)
         if choice is not None:
             scores["tool_choice"] = choice
-            scores["arguments"] = layers.turn_argument_score(parsed.tool_calls, self.expected)
+            scores["arguments"] = turn_argument_score(parsed.tool_calls, self.expected)
         self.per_turn.append(scores)
         return scores
 
@@ -62,13 +79,13 @@ class RewardShaper:
         choices = [t["tool_choice"] for t in self.per_turn if "tool_choice" in t]
         no_call_choice = 0.0 if self.expected else 1.0
         skipped_tools = bool(self.expected) and not self.history
-        fmt = 0.0 if skipped_tools else layers.mean_or([t["format"] for t in self.per_turn], 0.0)
+        fmt = 0.0 if skipped_tools else mean_or([t["format"] for t in self.per_turn], 0.0)
         return {
             "format": fmt,
-            "tool_choice": layers.mean_or(choices, no_call_choice),
-            "arguments": layers.argument_coverage((c for c, _ in self.history), self.expected),
-            "completion": layers.completion_score(success),
-            "repeat": float(layers.count_repeats(self.history)),
+            "tool_choice": mean_or(choices, no_call_choice),
+            "arguments": argument_coverage((c for c, _ in self.history), self.expected),
+            "completion": completion_score(success),
+            "repeat": float(count_repeats(self.history)),
         }
 
     def breakdown(self, success: bool) -> RewardBreakdown:

@@ -6,9 +6,15 @@ system, private /tmp, unprivileged uid, rlimits, wall-clock kill of the whole tr
 ``bwrap.py`` and ``runner.py``. ``python_tool()`` wraps it as the ``run_python`` tool.
 """
 
-from agentrl.sandbox.bwrap import INSTALL_HINT, bwrap_status, find_bwrap
+from agentrl.sandbox.bwrap import INSTALL_HINT, find_bwrap
 from agentrl.sandbox.limits import SandboxLimits, SandboxResult
-from agentrl.sandbox.runner import SandboxError, SandboxUnavailable, run_code, run_file
+from agentrl.sandbox.runner import (
+    SandboxError,
+    SandboxUnavailable,
+    bwrap_status,
+    run_code,
+    run_file,
+)
 from agentrl.sandbox.tool import python_tool
 
 __all__ = [

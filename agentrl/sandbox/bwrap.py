@@ -1,4 +1,4 @@
-"""The bubblewrap command line of a sandboxed run, and a probe of whether bwrap works here.
+"""The bubblewrap command line of a sandboxed run (``runner.bwrap_status`` probes bwrap).
 
 The sandbox (``bwrap_argv``): every namespace unshared (user, pid, net, ipc, uts, cgroup), so
 no network (only a private loopback), no view of host processes, and no nested user
@@ -12,20 +12,20 @@ When the harness runs as root it drops to ``RUN_AS_UID`` before starting bwrap (
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 from agentrl.sandbox.limits import SandboxLimits
 
 RUN_AS_UID = 65534  # "nobody": the host uid a root harness drops to before starting bwrap
+#: The config's way out; ``agentrl sandbox run`` swaps it for its own ``--unsafe`` flag.
+UNSAFE_HINT = "set tools.sandbox.mode=unsafe to run code WITHOUT isolation"
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: `apt-get install -y bubblewrap`; Fedora: "
-    "`dnf install bubblewrap`), or set tools.sandbox.mode=unsafe to run code WITHOUT isolation"
+    f"`dnf install bubblewrap`), or {UNSAFE_HINT}"
 )
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -94,26 +94,3 @@ def bwrap_argv(
         args += ["--info-fd", str(info_fd)]
     launch = json.dumps(limits.rlimits())
     return [*args, python, "-I", "-B", "/sandbox/launcher.py", launch, python, "/sandbox/main.py"]
-
-
-@functools.lru_cache(maxsize=4)
-def bwrap_status(python: str = "auto") -> tuple[bool, str]:
-    """Can bwrap run a sandbox here? ``(True, "bwrap <version>")`` or ``(False, reason)``.
-
-    Runs one real sandbox (cached per process). The reason names the fix.
-    """
-    path = find_bwrap()
-    if path is None:
-        return False, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
-    from agentrl.sandbox.runner import SandboxError, run_code
-
-    try:
-        limits = SandboxLimits(timeout_s=20, python=python)
-        result = run_code("print(6 * 7)", limits, mode="bwrap", _probe=True)
-    except SandboxError as err:
-        return False, f"bwrap is installed but cannot create a sandbox here: {err}"
-    if result.stdout.strip() != "42":
-        detail = (result.stderr or result.stdout).strip()[-500:]
-        return False, f"bwrap ran but the probe program failed (exit {result.exit_code}): {detail}"
-    version = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
-    return True, version.stdout.strip() or "bwrap"

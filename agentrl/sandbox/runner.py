@@ -9,12 +9,14 @@ to ``max_output_chars`` with a visible marker. The temp directory is removed aft
 
 ``mode="unsafe"`` runs the same launcher without bwrap (rlimits, clean environment, own
 session, wall-clock kill, but no namespaces: files, network and processes of the host are
-reachable). It logs a warning on every call.
+reachable). It logs a warning on every call. ``bwrap_status`` (does bwrap work here?) runs
+one probe program through ``run_code``, so it lives here, next to it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -29,7 +31,6 @@ from agentrl.sandbox.bwrap import (
     INSTALL_HINT,
     RUN_AS_UID,
     bwrap_argv,
-    bwrap_status,
     find_bwrap,
     sandbox_python,
 )
@@ -72,6 +73,27 @@ class SandboxError(HarnessFault):
 
 class SandboxUnavailable(SandboxError):
     """bwrap is missing or cannot create a sandbox here; the message says how to fix it."""
+
+
+@functools.lru_cache(maxsize=4)
+def bwrap_status(python: str = "auto") -> tuple[bool, str]:
+    """Can bwrap run a sandbox here? ``(True, "bwrap <version>")`` or ``(False, reason)``.
+
+    Runs one real sandbox (cached per process). The reason names the fix.
+    """
+    path = find_bwrap()
+    if path is None:
+        return False, f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+    try:
+        limits = SandboxLimits(timeout_s=20, python=python)
+        result = run_code("print(6 * 7)", limits, mode="bwrap", _probe=True)
+    except SandboxError as err:
+        return False, f"bwrap is installed but cannot create a sandbox here: {err}"
+    if result.stdout.strip() != "42":
+        detail = (result.stderr or result.stdout).strip()[-500:]
+        return False, f"bwrap ran but the probe program failed (exit {result.exit_code}): {detail}"
+    version = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    return True, version.stdout.strip() or "bwrap"
 
 
 def _prepare(root: Path, code: str) -> Path:
@@ -217,4 +239,11 @@ def run_file(path: str | Path, limits: SandboxLimits | None = None, *, mode: str
     return run_code(Path(path).read_text(encoding="utf-8"), limits, mode=mode)
 
 
-__all__ = ["INSTALL_HINT", "SandboxError", "SandboxUnavailable", "run_code", "run_file"]
+__all__ = [
+    "INSTALL_HINT",
+    "SandboxError",
+    "SandboxUnavailable",
+    "bwrap_status",
+    "run_code",
+    "run_file",
+]

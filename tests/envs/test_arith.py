@@ -10,7 +10,8 @@ import random
 import pytest
 
 import agentrl.envs as envs
-from agentrl.algos.grpo import build_batch, compute_advantages
+from agentrl.algos.batch import build_batch
+from agentrl.algos.grpo import compute_advantages
 from agentrl.chat.render import stop_token_ids, tokenize
 from agentrl.envs.reference import format_call
 from agentrl.envs.tasks.arith import ArithFamily, last_integer
@@ -27,7 +28,7 @@ needs_bwrap = pytest.mark.skipif(not BWRAP_OK, reason=f"bwrap cannot run here: {
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from agentrl.tinymodel import corpus_texts, train_tokenizer
+    from agentrl.tiny.builder import corpus_texts, train_tokenizer
 
     return train_tokenizer(corpus_texts(60, 0))
 
@@ -63,8 +64,8 @@ def test_verifier_and_levels():
         assert inst.expected_calls[0].name == "run_python"
         assert fam.check_answer(inst, f"The answer is {inst.data['answer']}.")
         assert not fam.check_answer(inst, f"The answer is {inst.data['answer'] + 1}.")
-    with pytest.raises(ValueError, match="arith_code has levels"):
-        fam.sample(random.Random(0), 4)
+    with pytest.raises(ValueError, match=r"level 4 is not one of 'arith_code''s levels \[1, 2"):
+        envs.ToolTaskEnv(fam).reset(seed=0, options={"level": 4})  # reset checks, not sample
 
 
 @needs_bwrap
@@ -131,5 +132,5 @@ def test_a_dead_worker_ends_the_episode_harness_error_masked_from_loss_and_basel
         assert adv[2] == 0.0
         if estimator == "grpo":  # baseline over the two valid episodes only: +-1 after scaling
             assert adv[:2].tolist() == pytest.approx([1.0, -1.0], abs=1e-4)
-    batch = build_batch(trajs, adv, valid, tokenizer.pad_token_id)
+    batch = build_batch(trajs, valid, tokenizer.pad_token_id)
     assert batch.mask[2].sum() == 0 and batch.mask[0].sum() > 0

@@ -6,6 +6,7 @@ import pytest
 
 from agentrl.rewards import (
     DEFAULT_WEIGHTS,
+    PROCESS_WEIGHTS,
     RewardShaper,
     argument_coverage,
     count_repeats,
@@ -26,9 +27,17 @@ def test_weights_defaults_rise_and_unknown_key_is_named():
     w = DEFAULT_WEIGHTS
     assert w["format"] < w["tool_choice"] < w["arguments"] < w["completion"]
     assert resolve_weights({"format": 0.5})["format"] == 0.5
-    assert resolve_weights(None) == DEFAULT_WEIGHTS
-    with pytest.raises(ValueError, match=r"'speed'.*allowed: format, tool_choice"):
+    assert resolve_weights(None) == {**DEFAULT_WEIGHTS, **PROCESS_WEIGHTS}
+    assert PROCESS_WEIGHTS == {"progress": 0.3, "reask": -0.1}
+    with pytest.raises(ValueError, match=r"'speed'.*allowed: format, tool_choice.*progress, reask"):
         resolve_weights({"speed": 1.0})
+
+
+def test_shaper_keeps_process_weights_out_of_its_breakdown():
+    shaper = RewardShaper({"progress": 0.5, "format": 0.2})
+    assert shaper.process_weights == {"progress": 0.5, "reask": -0.1}
+    assert shaper.weights == {**DEFAULT_WEIGHTS, "format": 0.2}
+    assert set(shaper.breakdown(success=True).weights) == set(DEFAULT_WEIGHTS)
 
 
 def test_normalize_value():

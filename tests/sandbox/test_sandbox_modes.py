@@ -11,7 +11,6 @@ import pytest
 from sbxhelpers import live_sandbox_processes, needs_bwrap, sandbox_zombies
 from typer.testing import CliRunner
 
-import agentrl.sandbox.bwrap as bwrap_mod
 import agentrl.sandbox.runner as runner_mod
 from agentrl.cli import app
 from agentrl.sandbox import SandboxLimits, SandboxUnavailable, python_tool, run_code
@@ -45,13 +44,13 @@ def test_run_python_in_a_worker_leaves_no_process_not_even_a_zombie():
 
 
 def test_refuses_without_bwrap_and_says_how_to_install(monkeypatch):
-    monkeypatch.setattr(bwrap_mod, "find_bwrap", lambda: None)
-    bwrap_mod.bwrap_status.cache_clear()
+    monkeypatch.setattr(runner_mod, "find_bwrap", lambda: None)
+    runner_mod.bwrap_status.cache_clear()
     try:
         with pytest.raises(SandboxUnavailable, match=r"apt-get install -y bubblewrap"):
             run_code("print(1)")
     finally:
-        bwrap_mod.bwrap_status.cache_clear()
+        runner_mod.bwrap_status.cache_clear()
 
 
 def test_unsafe_mode_runs_and_warns_on_every_call(caplog):

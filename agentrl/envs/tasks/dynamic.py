@@ -150,8 +150,6 @@ class DynamicToolsFamily(TaskFamily):
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
         """A needed tool among the active ones, distractors, entities and the question."""
-        if level not in self.levels:
-            raise ValueError(f"dynamic has levels {self.levels}, got {level!r}")
         active = list(self.pool.active)
         spec = ALL_SPECS[rng.choice(active)]
         same_kind = [
@@ -225,10 +223,10 @@ class DynamicToolsFamily(TaskFamily):
         rows.sort(key=lambda r: r[q], reverse=True)
         return f"{rows[0][id_arg]} is higher: {rows[0][q]} vs {rows[1][q]} ({rows[1][id_arg]})."
 
-    def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, tuple]:
+    def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, float]:
         """``progress``: the needed tool was used successfully; ``reask``: duplicates."""
         used = any(e["ok"] and e["name"] == instance.data["spec"] for e in call_log)
-        return {"progress": (0.3, float(used)), "reask": (-0.1, float(duplicate_results(call_log)))}
+        return {"progress": float(used), "reask": float(duplicate_results(call_log))}
 
 
 class DynamicEnv(ShapedTaskEnv):
@@ -237,17 +235,10 @@ class DynamicEnv(ShapedTaskEnv):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[list, dict[str, Any]]:
-        """Sample the instance first, then expose its tools (see ``ToolTaskEnv.reset``)."""
-        options = dict(options or {})
-        if options.get("instance") is None:
-            if seed is None:
-                seed = self._seeds.getrandbits(63)
-            level = options.pop("level", self.family.levels[0])
-            if level not in self.family.levels:
-                raise ValueError(f"level {level!r} is not one of {list(self.family.levels)}")
-            options["instance"] = self.family.sample(random.Random(seed), level)
-        self.tool_schemas = ToolRegistry(self.family.tools(options["instance"])).schemas()
-        return super().reset(seed=seed, options=options)
+        """Draw the instance first, then expose its tools (see ``ToolTaskEnv.reset``)."""
+        seed, instance = self.draw_instance(seed, options)
+        self.tool_schemas = ToolRegistry(self.family.tools(instance)).schemas()
+        return super().reset(seed=seed, options={"instance": instance})
 
 
 def make_dynamic(**kwargs: Any) -> ToolTaskEnv:

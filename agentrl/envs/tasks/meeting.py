@@ -24,9 +24,11 @@ import random
 import re
 from datetime import date, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from agentrl.envs.task import TaskFamily, TaskInstance
+from agentrl.envs.tasks.meeting_time import local_dt, slot_problems
+from agentrl.envs.tasks.meeting_tools import build_tools
 from agentrl.envs.tasks.shaped import duplicate_results
 from agentrl.tools.registry import Tool
 from agentrl.types import ToolCall
@@ -48,7 +50,6 @@ SYSTEM_PROMPT = (
     "as YYYY-MM-DD."
 )
 MAX_ANSWER_CHARS = 600
-PROCESS_WEIGHTS = {"progress": 0.3, "reask": -0.1}
 _TIME_RE = re.compile(r"(?<![\d:])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])")
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _PEOPLE_BY_LEVEL = {0: 2, 1: 2, 2: 3, 3: 4}
@@ -57,50 +58,6 @@ _PEOPLE_BY_LEVEL = {0: 2, 1: 2, 2: 3, 3: 4}
 def times_in(text: str) -> list[str]:
     """``HH:MM`` times in ``text`` (24-hour), zero-padded, in order."""
     return [f"{int(h):02d}:{m}" for h, m in _TIME_RE.findall(text)]
-
-
-def zone(name: str) -> ZoneInfo:
-    """A ``ZoneInfo`` or a ``ValueError`` the model can read."""
-    try:
-        return ZoneInfo(str(name).strip())
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(
-            f"Unknown time zone {name!r}; use an IANA name like 'Europe/Paris'."
-        ) from exc
-
-
-def local_dt(day: str, hhmm: str, tz: str) -> datetime:
-    """An aware datetime from ``YYYY-MM-DD`` and ``HH:MM`` in zone ``tz``."""
-    try:
-        naive = datetime.strptime(f"{day} {hhmm}", "%Y-%m-%d %H:%M")
-    except ValueError as exc:
-        raise ValueError(f"Bad date/time {day!r} {hhmm!r}: use YYYY-MM-DD and HH:MM.") from exc
-    return naive.replace(tzinfo=zone(tz))
-
-
-def _minutes(hhmm: str) -> int:
-    h, m = hhmm.split(":")
-    return int(h) * 60 + int(m)
-
-
-def slot_problems(world: dict, start: datetime, minutes: int) -> list[dict[str, str]]:
-    """Why a slot does not suit each participant (empty list: free for everyone)."""
-    end = start + timedelta(minutes=minutes)
-    out = []
-    for name, p in world["people"].items():
-        tz = ZoneInfo(p["timezone"])
-        ls, le = start.astimezone(tz), end.astimezone(tz)
-        lo, hi = _minutes(p["work_start"]), _minutes(p["work_end"])
-        s_min = ls.hour * 60 + ls.minute
-        e_min = s_min + minutes
-        if ls.date() != (le - timedelta(minutes=1)).date() or s_min < lo or e_min > hi:
-            out.append({"person": name, "reason": "outside working hours"})
-            continue
-        for b0, b1 in p["busy"]:
-            if datetime.fromisoformat(b0) < end and start < datetime.fromisoformat(b1):
-                out.append({"person": name, "reason": "busy"})
-                break
-    return out
 
 
 def _busy(rng: random.Random, tz: str, around: date, work: tuple[int, int], n: int) -> list:
@@ -170,8 +127,6 @@ class MeetingFamily(TaskFamily):
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
         """A world and a request at ``level``; the reference picks a random free slot."""
-        if level not in self.levels:
-            raise ValueError(f"meeting has levels {self.levels}, got {level!r}")
         world, free = sample_world(rng, level)
         names = list(world["people"])
         org, day = world["organizer"], world["date"]
@@ -229,8 +184,6 @@ class MeetingFamily(TaskFamily):
 
     def tools(self, instance: TaskInstance) -> list[Tool]:
         """The five scheduling tools, bound to the instance's world (see the module docs)."""
-        from agentrl.envs.tasks.meeting_tools import build_tools
-
         instance.data["outbox"] = []
         return build_tools(instance.data["world"], instance.data["outbox"])
 
@@ -259,7 +212,7 @@ class MeetingFamily(TaskFamily):
         slot = datetime.fromisoformat(instance.data["slot"])
         return f"I drafted the invitation for {slot:%Y-%m-%d %H:%M} your time."
 
-    def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, tuple]:
+    def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, float]:
         """``progress``: milestones reached; ``reask``: information fetched twice."""
         names = list(instance.data["world"]["people"])
         ok = [e for e in call_log if e["ok"]]
@@ -285,10 +238,7 @@ class MeetingFamily(TaskFamily):
                 any(e["name"] == "find_conflicts" and '"free": true' in e["content"] for e in ok),
                 bool(instance.data.get("outbox")),
             ]
-        return {
-            "progress": (PROCESS_WEIGHTS["progress"], sum(steps) / len(steps)),
-            "reask": (PROCESS_WEIGHTS["reask"], float(duplicate_results(call_log))),
-        }
+        return {"progress": sum(steps) / len(steps), "reask": float(duplicate_results(call_log))}
 
 
 def _person_line(body: str, name: str) -> str | None:

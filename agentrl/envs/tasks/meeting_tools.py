@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from agentrl.envs.tasks.meeting import local_dt, slot_problems, zone
+from agentrl.envs.tasks.meeting_time import local_dt, slot_problems, zone
+from agentrl.envs.tasks.names import name_resolver
 from agentrl.tools.registry import Tool, tool
 
 
 def build_tools(world: dict, outbox: list) -> list[Tool]:
     """``get_timezone``, ``get_busy``, ``find_conflicts``, ``convert_time``, ``draft_email``."""
     roster = world["people"]
-    by_name = {p.casefold(): p for p in roster}
+    resolve = name_resolver(roster, "Unknown person {name!r}; known: {known}.")
+    return [*_calendar_tools(world, resolve), *_message_tools(outbox)]
 
-    def resolve(name: str) -> str:
-        found = by_name.get(" ".join(str(name).split()).casefold())
-        if found is None:
-            raise ValueError(f"Unknown person {name!r}; known: {', '.join(roster)}.")
-        return found
+
+def _calendar_tools(world: dict, resolve) -> list[Tool]:
+    """``get_timezone``, ``get_busy``, ``find_conflicts``: lookups in the world's calendars."""
+    roster = world["people"]
 
     @tool
     def get_timezone(person: str) -> dict:
@@ -73,6 +74,12 @@ def build_tools(world: dict, outbox: list) -> list[Tool]:
         conflicts = slot_problems(sub, s, int(duration_minutes))
         return {"free": not conflicts, "conflicts": conflicts}
 
+    return [get_timezone, get_busy, find_conflicts]
+
+
+def _message_tools(outbox: list) -> list[Tool]:
+    """``convert_time`` and ``draft_email`` (drafts go to ``outbox``)."""
+
     @tool
     def convert_time(date: str, time: str, from_timezone: str, to_timezone: str) -> dict:
         """Convert a date and time from one time zone to another (DST-aware).
@@ -101,4 +108,4 @@ def build_tools(world: dict, outbox: list) -> list[Tool]:
         outbox.append({"to": list(to), "subject": subject, "body": body})
         return {"status": "drafted", "draft": len(outbox), "to": list(to)}
 
-    return [get_timezone, get_busy, find_conflicts, convert_time, draft_email]
+    return [convert_time, draft_email]

@@ -4,10 +4,12 @@ The task families of the curriculum (meeting, shop, math, library, dynamic) need
 the generic env does not give:
 
 - **Process rewards** (MISSION C): a family may define ``process_layers(instance, call_log)``
-  returning ``{layer: (weight, value)}``; the layers are added to the episode's
-  ``RewardBreakdown`` next to the shaper's (``format`` ... ``completion``, ``repeat``), so
-  every one is logged on its own. ``progress`` (fraction of the task's milestones reached)
-  and ``reask`` (calls that fetched information the dialogue already held) are the usual two.
+  returning ``{layer: value}``; the layers are added to the episode's ``RewardBreakdown``
+  next to the shaper's (``format`` ... ``completion``, ``repeat``), so every one is logged on
+  its own. ``progress`` (fraction of the task's milestones reached) and ``reask`` (calls
+  that fetched information the dialogue already held) are the usual two; their weights are
+  the run's (``reward.progress``, ``reward.reask``: the env's ``reward_weights``). A layer
+  of its own a family weighs itself: ``{layer: (weight, value)}``.
 - **Several calls per turn**: a family may put ``stages`` (one int per expected call) in
   ``instance.data``; the reference solver then issues every missing call of the lowest
   unfinished stage in one assistant turn (several ``<tool_call>`` blocks, as the Qwen2.5
@@ -83,10 +85,21 @@ class ShapedTaskEnv(ToolTaskEnv):
         breakdown = super().finish(reason)
         layers_fn = getattr(self.family, "process_layers", None)
         if layers_fn is not None and self.instance is not None:
-            for name, (weight, value) in layers_fn(self.instance, self.call_log).items():
+            for name, scored in layers_fn(self.instance, self.call_log).items():
+                own = isinstance(scored, tuple)
+                weight, value = scored if own else (self._weight(name), scored)
                 breakdown.layers[name] = float(value)
                 breakdown.weights[name] = float(weight)
         return breakdown
+
+    def _weight(self, layer: str) -> float:
+        weights = self.shaper.process_weights
+        if layer not in weights:
+            raise ValueError(
+                f"{self.family.name!r}: process layer {layer!r} has no reward weight (known: "
+                f"{', '.join(weights)}); return (weight, value) for a layer of its own"
+            )
+        return weights[layer]
 
     def reference_action(self) -> str:
         """The staged reference solver's next action (see the module docstring)."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from agentrl.envs.task import TaskFamily, TaskInstance
 from agentrl.envs.tasks.shaped import duplicate_results
+from agentrl.envs.tasks.shop_tools import build_tools
 from agentrl.tools.registry import Tool
 from agentrl.types import ToolCall
 
@@ -33,7 +34,6 @@ BRANDS = ("Acme", "Northwind", "Zephyr", "Lumen", "Orbit", "Kite", "Tundra", "Ve
 LETTER_SIZES = ("XS", "S", "M", "L", "XL")
 SHOE_SIZES = ("38", "39", "40", "41", "42", "43", "44")
 SYSTEM_PROMPT = "You are a shopping assistant. Use the store's tools to find and buy items."
-PROCESS_WEIGHTS = {"progress": 0.3, "reask": -0.1}
 MAX_ANSWER_CHARS = 500
 _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
 
@@ -105,8 +105,6 @@ class ShopFamily(TaskFamily):
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
         """A catalogue, the request, and the reference call sequence."""
-        if level not in self.levels:
-            raise ValueError(f"shop has levels {self.levels}, got {level!r}")
         items, target, want = sample_catalogue(rng, level)
         task_id = f"shop-L{level}-{rng.getrandbits(32):08x}"
         data: dict[str, Any] = {"catalogue": items, "target": target["id"], "want": want}
@@ -140,8 +138,6 @@ class ShopFamily(TaskFamily):
 
     def tools(self, instance: TaskInstance) -> list[Tool]:
         """The store's tools, bound to a fresh session (cart, orders, last results)."""
-        from agentrl.envs.tasks.shop_tools import build_tools
-
         state = {"results": [], "cart": [], "orders": [], "asked": []}
         instance.data["session"] = state
         known = set() if instance.level < 3 else {"size"}
@@ -167,7 +163,7 @@ class ShopFamily(TaskFamily):
         order = results[len(instance.expected_calls) - 1]
         return f"Done: order {order['order_id']} placed, total ${order['total']}."
 
-    def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, tuple]:
+    def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, float]:
         """``progress``: fraction of milestones; ``reask``: known information asked again."""
         session = instance.data.get("session", {})
         target, want = instance.data["target"], instance.data["want"]
@@ -193,7 +189,4 @@ class ShopFamily(TaskFamily):
             if instance.level == 3:
                 steps.append("size" in session.get("asked", []))
         reasks = duplicate_results(call_log, ignore=("ask_user",)) + session.get("reasks", 0)
-        return {
-            "progress": (PROCESS_WEIGHTS["progress"], sum(steps) / len(steps)),
-            "reask": (PROCESS_WEIGHTS["reask"], float(reasks)),
-        }
+        return {"progress": sum(steps) / len(steps), "reask": float(reasks)}

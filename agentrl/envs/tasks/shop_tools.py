@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from agentrl.envs.tasks.names import name_resolver
 from agentrl.tools.registry import Tool, tool
 
 _TOPICS = {
@@ -34,14 +35,22 @@ def build_tools(catalogue: list[dict], want: dict, state: dict, hidden: set[str]
     ``hidden`` names the request attributes the prompt left out (the user answers those once;
     asking about anything else, or twice, counts in ``state["reasks"]``).
     """
-    by_id = {i["id"].casefold(): i for i in catalogue}
+    by_id = {i["id"]: i for i in catalogue}
+    resolve = name_resolver(by_id, "No item with id {name!r}.")
     state.setdefault("reasks", 0)
 
     def item(item_id: str) -> dict:
-        found = by_id.get(str(item_id).strip().casefold())
-        if found is None:
-            raise ValueError(f"No item with id {item_id!r}.")
-        return found
+        return by_id[resolve(item_id)]
+
+    return [
+        *_browse_tools(catalogue, state, item),
+        *_cart_tools(state, item),
+        _ask_tool(want, state, hidden),
+    ]
+
+
+def _browse_tools(catalogue: list[dict], state: dict, item) -> list[Tool]:
+    """``search``, ``filter_results``, ``view_item``."""
 
     @tool
     def search(query: str) -> dict:
@@ -88,6 +97,12 @@ def build_tools(catalogue: list[dict], want: dict, state: dict, hidden: set[str]
         i = item(item_id)
         return {k: i[k] for k in ("id", "title", "brand", "color", "category", "sizes", "price")}
 
+    return [search, filter_results, view_item]
+
+
+def _cart_tools(state: dict, item) -> list[Tool]:
+    """``add_to_cart``, ``checkout``."""
+
     @tool
     def add_to_cart(item_id: str, size: str, quantity: int = 1) -> dict:
         """Put an item in the cart in a given size.
@@ -118,6 +133,12 @@ def build_tools(catalogue: list[dict], want: dict, state: dict, hidden: set[str]
         state["cart"] = []
         return order
 
+    return [add_to_cart, checkout]
+
+
+def _ask_tool(want: dict, state: dict, hidden: set[str]) -> Tool:
+    """``ask_user``: the shopper answers questions about attributes the prompt left out."""
+
     @tool
     def ask_user(question: str) -> dict:
         """Ask the shopper a question about what they want.
@@ -137,4 +158,4 @@ def build_tools(catalogue: list[dict], want: dict, state: dict, hidden: set[str]
             answers.append("I told you everything I want in my request.")
         return {"answer": " ".join(answers)}
 
-    return [search, filter_results, view_item, add_to_cart, checkout, ask_user]
+    return ask_user

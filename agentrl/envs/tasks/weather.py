@@ -25,6 +25,7 @@ import re
 from typing import Any
 
 from agentrl.envs.task import TaskFamily, TaskInstance
+from agentrl.envs.tasks.names import name_resolver
 from agentrl.tools.registry import Tool, tool
 from agentrl.types import ToolCall
 
@@ -117,8 +118,6 @@ class WeatherFamily(TaskFamily):
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
         """A world, the asked cities (distinct temperatures) and a phrasing, all from ``rng``."""
-        if level not in self.levels:
-            raise ValueError(f"weather has levels {self.levels}, got {level!r}")
         world = {
             city: {
                 "temperature_c": rng.randint(*TEMP_RANGE),
@@ -155,15 +154,9 @@ class WeatherFamily(TaskFamily):
     def tools(self, instance: TaskInstance) -> list[Tool]:
         """``get_weather`` (with seeded transient faults) and ``get_local_time``."""
         world = instance.data["world"]
-        by_name = {c.casefold(): c for c in world}
+        find = name_resolver(world, "Unknown city {name!r}.")
         faults = random.Random(instance.data["fault_seed"])
         state = {"faults": 0, "streak": dict.fromkeys(world, 0)}
-
-        def find(city: str) -> str:
-            name = by_name.get(" ".join(str(city).split()).casefold())
-            if name is None:
-                raise ValueError(f"Unknown city {city!r}.")
-            return name
 
         @tool
         def get_weather(city: str) -> dict:
