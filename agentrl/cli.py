@@ -8,6 +8,9 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+
+from agentrl.config import Config
 
 app = typer.Typer(
     help="agentrl: train tool-using LLM agents with reinforcement learning (GRPO).",
@@ -18,7 +21,8 @@ console = Console(stderr=True)
 
 
 def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
+    # escape: a message like "pip install 'agentrl[tasks]'" is text, not rich markup
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line
     raise typer.Exit(2)
 
 
@@ -49,7 +53,7 @@ def demo(
     """Build (or reuse) the tiny local model, warm-start it on reference demonstrations, train it
     with GRPO on the weather task and report held-out success before and after RL."""
     from agentrl.config import ConfigError, build_config
-    from agentrl.trainer import train
+    from agentrl.train import train
 
     overrides = [*DEMO_PRESET, f"train.run_dir={run_dir}", f"train.seed={seed}"]
     if steps is not None:
@@ -66,7 +70,7 @@ def demo(
 @app.command("train")
 def train_cmd(
     config: Path = typer.Argument(
-        None, help="YAML config file (sections: model, task, reward, rollout, algo, train, lora)."
+        None, help=f"YAML config file (sections: {', '.join(Config.model_fields)})."
     ),
     set_: list[str] = typer.Option(
         [], "--set", help="Override one field: --set algo.lr=1e-5 (repeatable)."
@@ -85,7 +89,7 @@ def train_cmd(
     """Run the training loop from a config file, or resume a run directory."""
     from agentrl.algos.update import NonFiniteError
     from agentrl.config import ConfigError, load_config
-    from agentrl.trainer import train
+    from agentrl.train import train
 
     if (config is None) == (resume is None):
         _fail("give a CONFIG file, or --resume RUN_DIR (not both)")
@@ -100,7 +104,7 @@ def train_cmd(
         _fail(str(err))
     try:
         summary = train(cfg, progress=not quiet, console=console, resume=resume is not None)
-    except (FileNotFoundError, NonFiniteError) as err:
+    except (FileNotFoundError, ImportError, NonFiniteError) as err:  # ImportError: an extra
         _fail(str(err))
     _report(summary)
     _emit(summary, as_json)
@@ -108,19 +112,24 @@ def train_cmd(
 
 @app.command("eval")
 def eval_cmd(
-    model: str = typer.Argument(
+    policy: str = typer.Argument(
         ...,
-        help="Policy: run directory, saved model path, HF hub id, 'agentrl/tiny', 'reference' "
+        help="Run directory, saved model path, HF hub id, 'agentrl/tiny', 'reference' "
         "(the reference solvers) or 'openai:BASE_URL:MODEL' (any OpenAI-compatible server).",
     ),
-    task: str = typer.Option("weather", help="Registered environment id."),
+    task: str = typer.Option(None, help="Registered environment id (default: weather)."),
     episodes: int = typer.Option(
         None, help="Held-out episodes (default 96); with --suite, episodes per task (default 8)."
     ),
-    levels: str = typer.Option("1,2,3", help="Comma-separated difficulty levels (cycled)."),
+    levels: str = typer.Option(
+        None, help="Comma-separated difficulty levels, cycled (default: 1,2,3)."
+    ),
     seed: int = typer.Option(10_000, help="First held-out seed."),
     suite: list[str] = typer.Option(
-        [], "--suite", help="Named suite: basic, hard, adversarial or all (repeatable)."
+        [],
+        "--suite",
+        help="Named suite: basic, hard, adversarial or all (repeatable). A suite fixes its own "
+        "tasks and levels: not with --task, --levels or --import.",
     ),
     out: Path = typer.Option(
         None, help="Write the report JSON and transcripts into this directory."
@@ -130,34 +139,29 @@ def eval_cmd(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as the last stdout line."),
 ) -> None:
-    """Evaluate a policy alone with greedy decoding on fixed held-out seeds."""
+    """Evaluate POLICY alone with greedy decoding on fixed held-out seeds: one task, or the
+    named suites."""
     from agentrl.eval import api
 
+    given = [opt for opt, v in (("--task", task), ("--levels", levels), ("--import", imports)) if v]
+    if suite and given:
+        _fail(f"{' and '.join(given)} cannot be combined with --suite: a suite runs its own tasks "
+              "and levels (drop one or the other)")  # fmt: skip
     try:
-        level_list = [int(x) for x in levels.split(",") if x.strip()]
+        level_list = [int(x) for x in (levels or "1,2,3").split(",") if x.strip()]
     except ValueError:
         _fail(f"--levels must be comma-separated integers, got {levels!r}")
     try:
-        if suite:
-            names = list(api.SUITES) if "all" in suite else suite
-            report, records = api.evaluate_suites(model, names, episodes=episodes or 8, seed0=seed)
-        elif (text := api.load_text_policy(model, seed)) is not None:
-            report, records = api.evaluate_text_task(
-                text, task=task, episodes=episodes or 96, levels=level_list, seed0=seed,
-                imports=imports,
-            )  # fmt: skip
-        else:
-            report, trajs = api.evaluate_model(
-                model, task=task, episodes=episodes or 96, levels=level_list, seed0=seed,
-                imports=imports,
-            )  # fmt: skip
-            records = [t.to_record() for t in trajs]
-    except (OSError, ModuleNotFoundError, KeyError, ValueError) as err:
+        report, records = api.run_eval(
+            policy, task=task or "weather", levels=level_list, suites=suite, episodes=episodes,
+            seed0=seed, imports=imports,
+        )  # fmt: skip
+    except (OSError, ImportError, KeyError, ValueError) as err:  # ImportError: a missing extra
         _fail(str(err))
     if out is not None:
         api.write_outputs(out, report, records)
     for line in api.report_lines(report):
-        console.print(line)
+        console.print(line, markup=False, soft_wrap=True)
     _emit(report, as_json)
 
 
@@ -195,13 +199,18 @@ def sandbox_run(
 ) -> None:
     """Run FILE through the same sandbox as the run_python tool; print stdout, stderr, exit
     code, timed_out, killed_by and duration."""
-    from agentrl.sandbox import SandboxError, SandboxLimits, run_file
+    from agentrl.sandbox import SandboxError, SandboxLimits, SandboxUnavailable, run_file
+    from agentrl.sandbox.bwrap import UNSAFE_HINT
 
     if not file.is_file():
         _fail(f"file {str(file)!r} does not exist")
     limits = SandboxLimits(timeout_s=timeout, memory_mb=memory_mb)
     try:
         result = run_file(file, limits, mode="unsafe" if unsafe else "bwrap")
+    except SandboxUnavailable as err:  # its hint names the config switch; here it is --unsafe
+        flag = "pass --unsafe to run it WITHOUT isolation"
+        reason = str(err)
+        _fail(reason.replace(UNSAFE_HINT, flag) if UNSAFE_HINT in reason else f"{reason}; {flag}")
     except SandboxError as err:
         _fail(str(err))
     if as_json:

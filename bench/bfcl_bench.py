@@ -1,11 +1,11 @@
 """BFCL accuracy per category for a policy (data and environments from the bfcl-eval wheel).
 
-    python bench/bfcl_bench.py --policy reference            # proves the scorer: ~100%
-    python bench/bfcl_bench.py --policy agentrl/tiny --limit 20 --multi-turn-limit 3
+    python bench/bfcl_bench.py reference            # proves the scorer: ~100%
+    python bench/bfcl_bench.py agentrl/tiny --limit 20 --multi-turn-limit 3
 
-``--policy`` is ``reference`` or a model / run directory / hub id (greedy decoding). Prints
-one line per category and the JSON report as the last stdout line. Needs
-``pip install --no-deps bfcl-eval``.
+POLICY (positional, as in ``agentrl eval POLICY``) is ``reference`` (the default) or a model /
+run directory / hub id (greedy decoding). Prints one line per category and the JSON report as
+the last stdout line. Needs ``pip install --no-deps bfcl-eval``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from agentrl.eval.bfcl_data import MULTI_TURN, SINGLE_TURN, bfcl_available
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--policy", default="reference")
+    ap.add_argument("policy", nargs="?", default="reference", help="reference or a model.")
     ap.add_argument("--categories", default=",".join([*SINGLE_TURN, *MULTI_TURN]))
     ap.add_argument("--limit", type=int, default=None, help="Entries per single-turn category.")
     ap.add_argument("--multi-turn-limit", type=int, default=None, help="Multi-turn entries.")

@@ -53,9 +53,10 @@ def evaluate_model(
 ) -> tuple[dict[str, Any], list]:
     """Greedy evaluation on held-out seeds; returns (report, trajectories)."""
     import_env_modules(imports or [])
+    # an unknown task (the list of known ones) or a missing extra fails before the model loads
+    make(task, max_turns=max_turns)
     model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
     generator = HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id)
-    make(task, max_turns=max_turns)  # an unknown task fails here with the list of known ones
 
     def make_env():
         return make(task, max_turns=max_turns)
@@ -144,6 +145,33 @@ def evaluate_suites(
     return report, records
 
 
+def run_eval(
+    policy: str,
+    *,
+    task: str = "weather",
+    levels: list[int] | None = None,
+    suites: list[str] | tuple[str, ...] = (),
+    episodes: int | None = None,
+    seed0: int = 10_000,
+    imports: list[str] | tuple[str, ...] = (),
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """What ``agentrl eval`` runs: the named ``suites`` (``all``: every one, 8 episodes per
+    task by default), else 96 episodes of ``task`` with a model or a text policy.
+
+    Returns (report, episode records).
+    """
+    if suites:
+        names = list(SUITES) if "all" in suites else list(suites)
+        return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0)
+    text = load_text_policy(policy, seed0)
+    if text is not None:
+        return evaluate_text_task(text, task=task, episodes=episodes or 96, levels=levels,
+                                  seed0=seed0, imports=list(imports))  # fmt: skip
+    report, trajs = evaluate_model(policy, task=task, episodes=episodes or 96, levels=levels,
+                                   seed0=seed0, imports=list(imports))  # fmt: skip
+    return report, [t.to_record() for t in trajs]
+
+
 def write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
     """``out/report.json`` and the per-episode transcripts (``transcripts.jsonl``, or one
     ``transcripts/<suite>.jsonl`` per suite)."""
@@ -170,4 +198,5 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     for name, s in report["suites"].items():
         tasks = "  ".join(f"{k} {v['success_rate']:.2f}" for k, v in s["tasks"].items())
         lines.append(f"{name}: {s['success_rate']:.3f} ({s['episodes']} episodes)  {tasks}")
+        lines += [f"{name}: SKIPPED {k}: {why}" for k, why in s.get("skipped", {}).items()]
     return lines

@@ -113,7 +113,13 @@ def load_instances(entry: dict[str, Any]) -> dict[str, Any]:
 
     out = {}
     for cls_name in entry["involved_classes"]:
-        obj = getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[cls_name]), cls_name)()
+        try:
+            module = importlib.import_module(CLASS_FILE_PATH_MAPPING[cls_name])
+        except ModuleNotFoundError as err:  # bfcl-eval was installed with --no-deps
+            raise ImportError(
+                f"BFCL's {cls_name} needs {err.name}: pip install -e '.[bfcl]'"
+            ) from err
+        obj = getattr(module, cls_name)()
         if cls_name not in STATELESS_CLASSES:
             config = copy.deepcopy(entry["initial_config"].get(cls_name, {}))
             obj._load_scenario(config, long_context=False)

@@ -4,8 +4,9 @@ A ``TextPolicy`` reads an env's dialogue (``env.messages``, ``env.tool_schemas``
 the next assistant text, tool calls written as ``<tool_call>{...}</tool_call>`` blocks:
 
 - ``ReferencePolicy``: the env's own reference solver (proves every task solvable).
-- ``OpenAIPolicy``: any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, TGI, our
-  own server...), greedy (``temperature=0``) with a fixed ``seed``; stdlib HTTP only.
+- ``OpenAIPolicy``: any OpenAI-compatible ``/chat/completions`` endpoint (``vllm serve``,
+  TGI, llama.cpp's ``llama-server``, a hosted API...), greedy (``temperature=0``) with a fixed
+  ``seed``; stdlib HTTP only. agentrl itself ships no server.
 
 Hugging Face models run through the token-level batched rollout instead (``suites.py``).
 """

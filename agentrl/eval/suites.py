@@ -4,6 +4,11 @@ success rate per task, plus per-episode transcripts.
 
 Seeds: episode ``i`` of a task in suite ``s`` uses seed ``seed0 + SEED_OFFSET[s] + i`` and
 level ``levels[i % len(levels)]``, so every policy sees the same episodes.
+
+A task whose optional extra is not installed (math: reasoning-gym) is not run: the suite's
+summary lists it under ``skipped`` with the ``pip install`` that adds it, and ``agentrl eval``
+prints it. Reporting beats refusing here: the rest of the suite still measures the policy on a
+default install, and the report says which tasks its rate leaves out.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class SuiteTask:
     key: str
     make_env: Callable[[], Any]
     levels: tuple[int, ...]
+    missing: str = ""  # why it cannot run here (an optional extra not installed); "" = it can
 
 
 def _registered(env_id: str, levels: tuple[int, ...], **kwargs: Any) -> SuiteTask:
@@ -43,23 +49,24 @@ def _wrapped(key: str, build: Callable[[], Any], levels: tuple[int, ...], turns:
     return SuiteTask(key, lambda: ShapedTaskEnv(build(), max_turns=turns), levels)
 
 
-def _has_math() -> bool:
+def _optional(env_id: str, levels: tuple[int, ...]) -> SuiteTask:
+    """A task that needs an optional extra; ``missing`` holds the env's ImportError (it names
+    the ``pip install``) when the extra is absent."""
     try:
-        import reasoning_gym  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        make(env_id)
+    except ImportError as err:
+        return SuiteTask(env_id, lambda: make(env_id), levels, missing=str(err))
+    return _registered(env_id, levels)
 
 
 def suite_tasks(name: str) -> list[SuiteTask]:
-    """The tasks of suite ``name`` (math only when reasoning-gym is installed)."""
-    math = _has_math()
+    """The tasks of suite ``name``; math is ``missing`` where reasoning-gym is not installed."""
     if name == "basic":
         tasks = [
             _registered("weather", (1,)),
             _registered("meeting", (1,)),
             _registered("shop", (1,)),
-            *([_registered("math", (1,))] if math else []),
+            _optional("math", (1,)),
             _registered("dynamic", (1,), split="heldout"),
         ]
     elif name == "hard":
@@ -67,7 +74,7 @@ def suite_tasks(name: str) -> list[SuiteTask]:
             _registered("weather", (3,)),
             _registered("meeting", (2, 3)),
             _registered("shop", (2, 3)),
-            *([_registered("math", (2, 3))] if math else []),
+            _optional("math", (2, 3)),
             _registered("library", (2, 3)),
             _registered("dynamic", (2, 3), split="heldout"),
         ]
@@ -135,12 +142,18 @@ def run_suite(
     max_new_tokens: int = 128,
     max_total_tokens: int = 2048,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Run one suite with a text ``policy`` or an HF ``generator``; (summary, records)."""
+    """Run one suite with a text ``policy`` or an HF ``generator``; (summary, records).
+
+    ``summary["skipped"]``: task key -> why it did not run (a missing optional extra).
+    """
     if (policy is None) == (generator is None):
         raise ValueError("run_suite needs exactly one of policy= or generator=")
-    summary: dict[str, Any] = {"tasks": {}}
+    summary: dict[str, Any] = {"tasks": {}, "skipped": {}}
     records: list[dict[str, Any]] = []
     for task in suite_tasks(name):
+        if task.missing:
+            summary["skipped"][task.key] = task.missing
+            continue
         seeds = [seed0 + SEED_OFFSET[name] + i for i in range(episodes)]
         if policy is not None:
             recs = _run_task_text(policy, task, seeds)

@@ -77,3 +77,14 @@ def test_multi_turn_wrong_state_fails_and_positional_calls_parse():
 
     rec = run_multi_turn_entry(Lazy(), e, max_steps=1)
     assert rec["correct"] is False and rec["error"].startswith("multi_turn:")
+
+
+def test_a_missing_environment_dependency_names_the_install(monkeypatch):
+    import sys
+
+    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
+
+    monkeypatch.setitem(sys.modules, "mpmath", None)  # bfcl-eval installed with --no-deps
+    monkeypatch.delitem(sys.modules, CLASS_FILE_PATH_MAPPING["MathAPI"], raising=False)
+    with pytest.raises(ImportError, match=r"MathAPI needs mpmath: pip install -e '\.\[bfcl\]'"):
+        load_instances({"involved_classes": ["MathAPI"], "initial_config": {}})

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from agentrl.cli import app
@@ -45,3 +47,62 @@ def test_tiny_model_on_a_suite(tiny_dir, tmp_path):
     assert set(tasks) >= {"weather", "meeting", "shop"} and report["episodes"] == len(tasks)
     rec = json.loads((tmp_path / "transcripts" / "basic.jsonl").read_text().splitlines()[0])
     assert rec["num_policy_tokens"] > 0 and rec["suite"] == "basic"
+
+
+@pytest.fixture
+def no_reasoning_gym(monkeypatch):
+    """As if the `tasks` extra were not installed: reasoning-gym cannot be imported."""
+    from agentrl.envs.tasks import mathgym
+
+    monkeypatch.setitem(sys.modules, "reasoning_gym", None)  # `import reasoning_gym` fails
+    monkeypatch.setattr(mathgym, "reasoning_gym", None)  # as mathgym sees it then
+
+
+def _one_error_line(result) -> str:
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_a_missing_extra_is_one_line_naming_the_install(no_reasoning_gym):
+    result = runner.invoke(app, ["eval", "reference", "--task", "math", "--episodes", "1"])
+    line = _one_error_line(result)
+    assert "reasoning-gym" in line and "pip install 'agentrl[tasks]'" in line  # not eaten as markup
+
+
+def test_a_missing_extra_with_a_model_policy(no_reasoning_gym, tiny_dir):
+    result = runner.invoke(app, ["eval", str(tiny_dir), "--task", "math", "--episodes", "1"])
+    assert "pip install 'agentrl[tasks]'" in _one_error_line(result)
+
+
+@pytest.mark.parametrize(
+    "extra", [["--task", "math"], ["--levels", "2"], ["--import", "os"], ["--task", "weather"]]
+)
+def test_a_suite_refuses_options_it_would_ignore(extra):
+    result = runner.invoke(app, ["eval", "reference", "--suite", "basic", *extra])
+    line = _one_error_line(result)
+    assert f"{extra[0]} cannot be combined with --suite" in line
+
+
+def test_a_suite_reports_the_family_it_cannot_run(no_reasoning_gym):
+    args = ["eval", "reference", "--suite", "basic", "--suite", "hard", "--episodes", "1", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    for name in ("basic", "hard"):
+        suite = report["suites"][name]
+        assert "math" not in suite["tasks"] and list(suite["skipped"]) == ["math"]
+        assert "pip install" in suite["skipped"]["math"]
+        assert f"{name}: SKIPPED math: the math task needs reasoning-gym" in result.output
+    assert report["suites"]["basic"]["episodes"] == 4  # weather, meeting, shop, dynamic
+
+
+def test_a_suite_runs_math_when_the_extra_is_there():
+    pytest.importorskip("reasoning_gym")
+    result = runner.invoke(
+        app, ["eval", "reference", "--suite", "basic", "--episodes", "1", "--json"]
+    )
+    basic = json.loads(result.stdout.strip().splitlines()[-1])["suites"]["basic"]
+    assert basic["skipped"] == {} and basic["tasks"]["math"]["success_rate"] == 1.0
+    assert "SKIPPED" not in result.output

@@ -115,3 +115,17 @@ def test_spec_parsing_and_message_conversion():
     text = from_openai_message({"content": None, "tool_calls": [
         {"function": {"name": "f", "arguments": '{"x": 2}'}}]})  # fmt: skip
     assert text == '<tool_call>\n{"name": "f", "arguments": {"x": 2}}\n</tool_call>'
+
+
+def test_the_docs_point_at_servers_that_exist():
+    """agentrl ships no OpenAI-compatible server (no ``agentrl.serve``): the policy's docs
+    name real ones instead of promising "our own server"."""
+    import importlib.util
+
+    import agentrl.eval.policies as policies
+
+    docs = " ".join((policies.__doc__ or "").split())
+    if importlib.util.find_spec("agentrl.serve") is None:
+        assert not re.search(r"\bour own\s+server|\bagentrl's\s+server", docs)
+        assert "agentrl itself ships no server" in docs
+    assert "vllm serve" in docs and "/chat/completions" in docs

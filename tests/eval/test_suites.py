@@ -117,4 +117,17 @@ def test_says_cannot():
 def test_flaky_mode_is_validated():
     with pytest.raises(ValueError, match="garbage"):
         adv.FlakyTools(WeatherFamily(), "slow")
-    random.Random(0)
+    flaky = adv.FlakyTools(WeatherFamily(fault_rate=0.0), "timeout")
+    inst = flaky.sample(random.Random(0), 1)
+    city = inst.data["cities"][0]
+    real = {t.name: t for t in WeatherFamily(fault_rate=0.0).tools(inst)}["get_weather"]
+    get = {t.name: t for t in flaky.tools(inst)}["get_weather"]
+    assert flaky.name == "timeout/weather"
+    assert get.fn(city=city) == adv.UPSTREAM_TIMEOUT  # the first call times out
+    retry = get.fn(city=city)
+    assert retry == real.fn(city=city) and retry["city"] == city  # the retry gets the real data
+    world = inst.data["world"][city]
+    assert (retry["temperature_c"], retry["condition"]) == (
+        world["temperature_c"],
+        world["condition"],
+    )
