@@ -23,7 +23,8 @@ import time
 
 import torch
 
-from agentrl.algos.grpo import build_batch, compute_advantages, grpo_update
+from agentrl.algos.batch import build_batch
+from agentrl.algos.grpo import compute_advantages, grpo_update
 from agentrl.chat.render import stop_token_ids
 from agentrl.curriculum import Assignment, Curriculum
 from agentrl.envs import make
@@ -108,9 +109,10 @@ def run_arm(name: str, base, tok, envs: list[str], args) -> list[dict]:
                 sum(t.success for t in trajs if t.group_id == g) / args.group_size > 0.5
                 for g in range(len(assignments))])  # fmt: skip
         adv, valid = compute_advantages(trajs, "mask", True)
-        batch = build_batch(trajs, adv, valid, tok.pad_token_id)
-        grpo_update(model, opt, batch, clip_eps=0.2, kl_coef=0.0, loss_agg="token_mean", epochs=1,
-                    minibatches=2, max_grad_norm=1.0, temperature=1.0, rng=rng)  # fmt: skip
+        batch = build_batch(trajs, valid, tok.pad_token_id)
+        grpo_update(model, opt, batch, adv, clip_eps=0.2, kl_coef=0.0, loss_agg="token_mean",
+                    epochs=1, minibatches=2, max_grad_norm=1.0, temperature=1.0,
+                    rng=rng)  # fmt: skip
     return curve
 
 

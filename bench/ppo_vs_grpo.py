@@ -1,7 +1,7 @@
 """PPO vs GRPO: seconds per RL step at equal episodes, and peak memory with and without
 gradient checkpointing. A benchmark, not a test: it prints figures and checks nothing.
 
-Each configuration runs ``agentrl.trainer.train`` in its own fresh process (so peak memory
+Each configuration runs ``agentrl.train.train`` in its own fresh process (so peak memory
 is that configuration's own): no warm start, no evaluation, the same task instances (same
 seed), ``--groups x --group-size`` episodes per step. GRPO runs with ``truncation=zero`` so
 both algorithms train on every episode. Per-step figures come from ``metrics.jsonl``; the
@@ -62,7 +62,7 @@ def run_one(args) -> dict:
     import torch
 
     from agentrl.config import build_config
-    from agentrl.trainer import train
+    from agentrl.train import train
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -10,7 +10,7 @@ Both sides play the ``weather`` task (levels 1-3) with the tiny local model (fp3
 ``groups`` task instances x ``group_size`` samples = one GRPO step, at most ``max_new_tokens``
 per assistant turn, ``max_turns`` assistant turns, ``max_total_tokens`` per episode (prompt
 included), temperature 1.0, KL coefficient 0.02, one rollout batch per optimizer update. The
-agentrl side is ``agentrl.trainer.train`` (no warm start, no evaluation); its per-step figures
+agentrl side is ``agentrl.train.train`` (no warm start, no evaluation); its per-step figures
 come from its ``metrics.jsonl``. TRL's side (``bench/_trl_side.py``) is ``GRPOTrainer`` with
 ``environment_factory`` (multi-turn tool calling) over the same task instances, scored by
 replaying its conversations through the weather env (same ``RewardBreakdown`` total). The first
@@ -68,9 +68,9 @@ def summarize(steps: list[dict[str, float]]) -> dict[str, Any]:
 
 
 def run_agentrl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """``agentrl.trainer.train`` for ``args.steps`` steps; per-step figures from metrics.jsonl."""
+    """``agentrl.train.train`` for ``args.steps`` steps; per-step figures from metrics.jsonl."""
     from agentrl.config import build_config
-    from agentrl.trainer import train
+    from agentrl.train import train
 
     run_dir = workdir / "agentrl_run"
     cfg = build_config({
@@ -79,7 +79,7 @@ def run_agentrl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "rollout": {"group_size": args.group_size, "groups_per_step": args.groups,
                     "temperature": 1.0, "top_p": 1.0, "max_new_tokens": args.max_new_tokens,
                     "max_total_tokens": args.max_total_tokens},
-        "algo": {"kl_coef": 0.02, "epochs": 1, "minibatches": 2},
+        "algo": {"kl": {"coef": 0.02}, "epochs": 1, "minibatches": 2},
         "train": {"steps": args.steps, "seed": args.seed, "eval_episodes": 0,
                   "warmstart_demos": 0, "save_model": False, "run_dir": str(run_dir)},
     })
@@ -118,12 +118,12 @@ def sample_instances(args: argparse.Namespace) -> list[list[tuple[int, int]]]:
     """(seed, level) per group per step, drawn the way ``train`` draws them (--side trl)."""
     import random
 
-    from agentrl.trainer import sample_specs
+    from agentrl.train.sampler import UniformSampler
 
-    rng = random.Random(args.seed)
+    sampler = UniformSampler(random.Random(args.seed), args.levels, 1, 10_000)
     out = []
     for step in range(args.steps):
-        specs = sample_specs(rng, args.groups, 1, args.levels, 10_000, step * args.groups)
+        specs = sampler.next(args.groups, step * args.groups)
         out.append([(s.seed, s.level) for s in specs])
     return out
 

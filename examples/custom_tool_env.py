@@ -66,7 +66,7 @@ if __name__ == "__main__":
     print("termination:", info["termination"], "reward:", info["reward"].to_dict()["layers"])
     if "--train" in sys.argv:  # the same trainer as the demo, on this task
         from agentrl.config import build_config
-        from agentrl.trainer import train
+        from agentrl.train import train
 
         cfg = build_config(
             {},

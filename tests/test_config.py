@@ -34,9 +34,9 @@ def test_eval_every_needs_held_out_episodes():
 
 def test_yaml_file_and_missing_file(tmp_path):
     p = tmp_path / "c.yaml"
-    p.write_text("train:\n  steps: 3\nalgo:\n  kl_coef: 0\n")
+    p.write_text("train:\n  steps: 3\nalgo:\n  kl:\n    coef: 0\n")
     cfg = load_config(p, ["train.steps=5"])
-    assert cfg.train.steps == 5 and cfg.algo.kl_coef == 0
+    assert cfg.train.steps == 5 and cfg.algo.kl.coef == 0
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")
     p.write_text("- 1\n- 2\n")
@@ -46,7 +46,7 @@ def test_yaml_file_and_missing_file(tmp_path):
 
 def test_env_factory_applies_the_tools_section():
     from agentrl.tools import runtime
-    from agentrl.trainer import env_factory
+    from agentrl.train.build import env_factory
 
     cfg = build_config({"tools": {"timeout_base": 2.5, "breaker_failures": 3}})
     try:
@@ -72,3 +72,35 @@ def test_shipped_configs_load_and_the_weather_one_spells_out_the_demo():
     assert weather.curriculum.enabled and demo.curriculum.enabled
     assert weather.rollout == demo.rollout and weather.algo == demo.algo
     assert weather.task.levels == demo.task.levels == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [("algo.kl_coef=0.1", "algo.kl.coef"), ("algo.gamma=0.9", "algo.ppo.gamma"),
+     ("algo.advantage=rloo", "algo.grpo.advantage"),
+     ("algo.lr_schedule=cosine", "algo.schedule.lr"),
+     ("algo.entropy_coef_final=0", "algo.schedule.entropy_final")],
+)  # fmt: skip
+def test_flat_algo_keys_are_refused_naming_their_new_key(old, new):
+    with pytest.raises(ConfigError) as err:
+        build_config({}, [old])
+    assert f"{old.split('=')[0]} -> {new}" in str(err.value)
+
+
+def test_algo_sections_and_train_seed_limit():
+    cfg = build_config({}, ["algo.kl.coef=0.1", "algo.ppo.gamma=0.9", "train.seed_limit=50"])
+    assert cfg.algo.kl.coef == 0.1 and cfg.algo.ppo.gamma == 0.9
+    assert cfg.train.seed_limit == 50 and cfg.train.eval_seed == 10_000  # no longer one field
+    with pytest.raises(ConfigError, match="train.log_every was removed"):
+        build_config({}, ["train.log_every=1"])
+
+
+def test_training_seeds_stay_below_seed_limit():
+    import random
+
+    from agentrl.train.sampler import make_sampler
+
+    cfg = build_config({}, ["train.seed_limit=5", "rollout.group_size=2"])
+    specs = make_sampler(cfg, random.Random(0)).next(groups=200, first_group=0)
+    assert {s.seed for s in specs} == set(range(5))
+    assert [s.group_id for s in specs[:4]] == [0, 0, 1, 1]

@@ -74,7 +74,7 @@ def test_level_review_draws_passed_levels_and_never_moves_levels():
     assert cur.update([Assignment("meeting", 3, 0)] * 2, [False] * 2) == ["meeting: level 3 -> 2"]
     with pytest.raises(ValueError, match="level_review must be in"):
         Curriculum.single("meeting", [0, 1], level_review=1.5)
-    from agentrl.trainer import make_curriculum
+    from agentrl.train.sampler import make_curriculum
 
     for staged in ("false", "true"):  # the config reaches both kinds of curriculum
         cfg = build_config({}, ["curriculum.enabled=true", f"curriculum.staged={staged}",

@@ -6,10 +6,11 @@ import pytest
 import torch
 from runhelpers import tiny_run_overrides
 
-from agentrl.algos.grpo import Batch, grpo_update
+from agentrl.algos.batch import Batch
+from agentrl.algos.grpo import grpo_update
 from agentrl.config import build_config
 from agentrl.policy.lora import apply_lora
-from agentrl.rl_setup import build_optimizer, build_rl_models
+from agentrl.train.build import build_optimizer, build_rl_models
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +38,7 @@ def test_only_adapter_weights_change_and_lr_is_one_fifth(tiny_dir, tmp_path):
 
     model, _ = load_policy(str(tiny_dir))
     base = {n: p.detach().clone() for n, p in model.named_parameters()}
-    cfg = _lora_cfg(tiny_dir, tmp_path, "algo.kl_coef=0.1", "algo.lr=1e-2")
+    cfg = _lora_cfg(tiny_dir, tmp_path, "algo.kl.coef=0.1", "algo.lr=1e-2")
     rl = build_rl_models(model, cfg)
     optimizer = build_optimizer(rl, cfg)
     assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-2 / 5)
@@ -46,14 +47,14 @@ def test_only_adapter_weights_change_and_lr_is_one_fifth(tiny_dir, tmp_path):
     ids = torch.randint(0, 2000, (2, 12))
     mask = torch.zeros(2, 11)
     mask[:, 5:] = 1.0
-    batch = Batch(ids, torch.ones_like(ids), ids[:, 1:], mask, torch.full((2, 11), -7.0),
-                  torch.tensor([1.0, -1.0]))  # fmt: skip
-    from agentrl.algos.grpo import reference_logprobs
+    batch = Batch(ids, torch.ones_like(ids), ids[:, 1:], mask, torch.full((2, 11), -7.0))
+    from agentrl.algos.forward import reference_logprobs
 
-    batch.ref_logp = reference_logprobs(rl.ref, batch, 1.0)  # adapters off = the base
+    batch = batch.with_reference(reference_logprobs(rl.ref, batch, 1.0))  # adapters off = base
     stats = grpo_update(
-        rl.policy, optimizer, batch, clip_eps=0.2, kl_coef=0.1, loss_agg="token_mean",
-        epochs=2, minibatches=1, max_grad_norm=1.0, temperature=1.0, rng=random.Random(0),
+        rl.policy, optimizer, batch, torch.tensor([1.0, -1.0]), clip_eps=0.2, kl_coef=0.1,
+        loss_agg="token_mean", epochs=2, minibatches=1, max_grad_norm=1.0, temperature=1.0,
+        rng=random.Random(0),
     )  # fmt: skip
     assert stats["updates"] == 2.0
     changed, frozen_changed = [], []
@@ -73,12 +74,12 @@ def test_lora_run_saves_adapter_and_merged_model_equal_to_base_plus_adapter(tiny
     from transformers import AutoModelForCausalLM
 
     from agentrl.checkpoint import latest_checkpoint, load_checkpoint
-    from agentrl.trainer import train
+    from agentrl.train import train
 
     run = tmp_path / "lora"
     cfg = _lora_cfg(
         tiny_dir, run, "algo.name=ppo", "train.steps=2", "train.checkpoint_every=2",
-        "algo.lr=5e-3", "algo.kl_coef=0.05",
+        "algo.lr=5e-3", "algo.kl.coef=0.05",
         "algo.entropy_coef=0.05",  # a gradient even when every episode scores 0
     )  # fmt: skip
     train(cfg, progress=False)
@@ -115,9 +116,9 @@ def test_lora_resume_continues_exactly(tiny_dir, tmp_path):
 
     from safetensors.torch import load_file
 
-    from agentrl.trainer import train
+    from agentrl.train import train
 
-    extra = ("algo.name=ppo", "train.steps=3", "algo.lr=5e-3", "algo.kl_coef=0.05")
+    extra = ("algo.name=ppo", "train.steps=3", "algo.lr=5e-3", "algo.kl.coef=0.05")
     train(_lora_cfg(tiny_dir, tmp_path / "straight", *extra), progress=False)
 
     def send_term(n):

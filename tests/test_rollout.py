@@ -5,7 +5,8 @@ import copy
 
 import torch
 
-from agentrl.algos.grpo import build_batch, forward_logprobs
+from agentrl.algos.batch import build_batch
+from agentrl.algos.forward import forward_logprobs
 from agentrl.chat.render import encode_prompt, render_text, stop_token_ids, tokenize
 from agentrl.envs import make
 from agentrl.policy.generate import HFGenerator, Sample
@@ -69,8 +70,7 @@ def test_scripted_rollout_ids_equal_trainer_ids(tiny_policy):
         full = render_text(tok, traj.messages, env.tool_schemas)
         assert tok.decode(traj.token_ids, skip_special_tokens=False) == full.rstrip("\n")
     # the trainer's tensors hold the same ids, with the mask shifted to the targets
-    adv = torch.zeros(len(trajs))
-    batch = build_batch(trajs, adv, torch.tensor([True, True]), tok.pad_token_id)
+    batch = build_batch(trajs, torch.tensor([True, True]), tok.pad_token_id)
     for row, traj in enumerate(trajs):
         n = len(traj.token_ids)
         assert batch.input_ids[row, :n].tolist() == traj.token_ids
@@ -90,7 +90,7 @@ def test_real_model_rollout_logprobs_match_training_forward(tiny_policy):
     )
     assert all(t.num_policy_tokens > 0 for t in trajs)
     valid = torch.ones(len(trajs), dtype=torch.bool)
-    batch = build_batch(trajs, torch.zeros(len(trajs)), valid, tok.pad_token_id)
+    batch = build_batch(trajs, valid, tok.pad_token_id)
     with torch.no_grad():
         logp, _ = forward_logprobs(model, batch, temperature=1.0)
     m = batch.mask.bool()

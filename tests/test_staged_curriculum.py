@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-import agentrl.trainer as trainer_mod
+import agentrl.train.sampler as sampler_mod
 from agentrl.config import ConfigError, build_config
-from agentrl.trainer import collect_demos, env_factory, train
+from agentrl.train import train
+from agentrl.train.build import collect_demos, env_factory
 
 pytest.importorskip("reasoning_gym")  # the math family (dev extra)
 
@@ -28,14 +29,14 @@ def read(path) -> list[dict]:
 def test_staged_run_plays_the_current_stage_and_moves_its_levels(tiny_dir, tmp_path, monkeypatch):
     """Started in stage 2 (math at level 3) with no review: every episode is math; the tiny
     fixture model fails, so math is demoted 3 -> 2 -> 1, and the state is checkpointed."""
-    made = trainer_mod.make_curriculum
+    made = sampler_mod.make_curriculum
 
     def start_in_stage_2(cfg):
         cur = made(cfg)
         cur.stage, cur.level["math"] = 1, 3
         return cur
 
-    monkeypatch.setattr(trainer_mod, "make_curriculum", start_in_stage_2)
+    monkeypatch.setattr(sampler_mod, "make_curriculum", start_in_stage_2)
     run = tmp_path / "run"
     cfg = build_config({}, staged_overrides(tiny_dir, run, "curriculum.window=16",
                                             "curriculum.review_fraction=0.0"))  # fmt: skip
@@ -54,14 +55,14 @@ def test_staged_run_plays_the_current_stage_and_moves_its_levels(tiny_dir, tmp_p
 
 
 def test_review_mixes_families_in_one_step_with_metrics_per_env(tiny_dir, tmp_path, monkeypatch):
-    made = trainer_mod.make_curriculum
+    made = sampler_mod.make_curriculum
 
     def start_in_stage_2(cfg):
         cur = made(cfg)
         cur.stage = 1
         return cur
 
-    monkeypatch.setattr(trainer_mod, "make_curriculum", start_in_stage_2)
+    monkeypatch.setattr(sampler_mod, "make_curriculum", start_in_stage_2)
     run = tmp_path / "run"
     train(build_config({}, staged_overrides(tiny_dir, run, "curriculum.review_fraction=0.5")),
           progress=False)  # fmt: skip

@@ -1,9 +1,9 @@
-"""rl_setup: what the loop's knobs resolve to."""
+"""train.step: what the loop's knobs resolve to."""
 
 import pytest
 
 from agentrl.config import ConfigError, build_config
-from agentrl.rl_setup import resolve_truncation
+from agentrl.train.step import resolve_truncation
 
 
 @pytest.mark.parametrize("algo", ["grpo", "ppo"])

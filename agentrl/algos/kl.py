@@ -31,7 +31,7 @@ def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") ->
         return 0.5 * r**2
     if kind == "k3":
         return torch.exp(r) - r - 1.0
-    raise ValueError(f"config field 'algo.kl_estimator' must be one of {ESTIMATORS}, got {kind!r}")
+    raise ValueError(f"config field 'algo.kl.estimator' must be one of {ESTIMATORS}, got {kind!r}")
 
 
 def decayed_coef(init: float, step: int, rate: float = 0.05, every: int = 1000) -> float:
@@ -65,7 +65,7 @@ class KLController:
     ) -> None:
         if kind not in self.KINDS:
             raise ValueError(
-                f"config field 'algo.kl_control' must be one of {self.KINDS}, got {kind!r}"
+                f"config field 'algo.kl.control' must be one of {self.KINDS}, got {kind!r}"
             )
         self.kind, self.init, self.coef = kind, init, init
         self.target, self.horizon = target, horizon

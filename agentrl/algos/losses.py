@@ -7,23 +7,6 @@ import torch
 from agentrl.algos.kl import kl_estimate
 
 
-def token_logprobs(
-    logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0
-) -> torch.Tensor:
-    """Log-probability of each target token.
-
-    logits: (B, T, V) predictions for positions 0..T-1; targets: (B, T) ids. Returns (B, T).
-    """
-    logp = torch.log_softmax(logits.float() / temperature, dim=-1)  # (B, T, V)
-    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
-
-
-def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Entropy of the next-token distribution at each position: (B, T, V) -> (B, T)."""
-    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
-    return -(logp.exp() * logp).sum(-1)
-
-
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """k3 estimator of KL(pi || ref) per token: exp(r) - r - 1 with r = ref - logp. (B, T)."""
     log_ratio = ref_logp - logp

@@ -2,8 +2,8 @@
 
 Flow for one RL step: ``build_batch`` and ``reference_logprobs`` (shared with GRPO) ->
 ``rollout_values`` (critic values, no grad) -> ``ppo_targets`` (GAE advantages and value
-targets, a pure function) -> ``ppo_update`` (epochs x minibatches, micro-batched, guarded,
-target-KL early stop).
+targets, a pure function) -> ``ppo_update`` (``run_updates`` with the PPO micro-batch loss and
+the target-KL early stop).
 
 Rewards: an episode's (normalized) reward arrives at the end of its last assistant turn;
 with ``kl_mode='reward'`` each policy token also carries ``-beta * k1`` (a turn-level step
@@ -17,11 +17,12 @@ from typing import Any
 
 import torch
 
+from agentrl.algos.batch import Batch, Signals
+from agentrl.algos.forward import forward_logprobs
 from agentrl.algos.gae import gae, whiten
-from agentrl.algos.grpo import Batch, forward_logprobs, length_grouped_minibatches
 from agentrl.algos.kl import kl_estimate
 from agentrl.algos.losses import clipped_policy_loss, clipped_value_loss, masked_mean
-from agentrl.algos.update import autocast, guarded_step, micro_weights
+from agentrl.algos.update import MicroLoss, run_updates
 from agentrl.algos.value import Critic
 from agentrl.types import Trajectory
 
@@ -71,7 +72,9 @@ def ppo_targets(
     tokens of one turn); the value loss counts at every policy token.
     """
     if level not in ("turn", "token"):
-        raise ValueError(f"config field 'algo.gae_level' must be 'turn' or 'token', got {level!r}")
+        raise ValueError(
+            f"config field 'algo.ppo.gae_level' must be 'turn' or 'token', got {level!r}"
+        )
     n, width = turns.shape
     per_row = [_steps(turns[i], level) for i in range(n)]
     s = max([len(p[0]) for p in per_row] + [1])
@@ -132,7 +135,7 @@ def rollout_values(
     return out
 
 
-def prepare_ppo_batch(
+def ppo_signals(
     model: Any,
     critic: Critic,
     batch: Batch,
@@ -147,10 +150,9 @@ def prepare_ppo_batch(
     kl_coef: float,
     kl_mode: str,
     whiten_advantages: bool,
-) -> tuple[Batch, dict[str, float]]:
-    """Fill the batch's PPO fields: old values, GAE advantages, returns, value mask.
-
-    ``batch.ref_logp`` must already hold the reference log-probs when the KL is in the reward.
+) -> tuple[Signals, dict[str, float]]:
+    """PPO's signals of one batch: old values, GAE advantages, returns, value mask; and the
+    ``value/`` metrics. ``batch.ref_logp`` carries the reference when the KL is in the reward.
     """
     values = rollout_values(model, critic, batch)  # (B, T)
     kl_penalty = None
@@ -163,13 +165,12 @@ def prepare_ppo_batch(
     )
     if whiten_advantages:
         adv = whiten(adv, batch.mask)
-    batch.advantages, batch.returns, batch.value_mask = adv, ret, vmask
-    batch.old_values = values[:, :-1]
-    stats = {"value/mean": float(masked_mean(batch.old_values, vmask))}
+    old_values = values[:, :-1]  # (B, T-1)
+    stats = {"value/mean": float(masked_mean(old_values, vmask))}
     if vmask.sum() > 1:
-        resid = torch.var((ret - batch.old_values)[vmask > 0], unbiased=False)
+        resid = torch.var((ret - old_values)[vmask > 0], unbiased=False)
         stats["value/explained_var"] = float(1.0 - resid / torch.var(ret[vmask > 0]).clamp(1e-8))
-    return batch, stats
+    return Signals(adv, old_values, ret, vmask), stats
 
 
 def ppo_update(
@@ -177,6 +178,7 @@ def ppo_update(
     critic: Critic,
     optimizer: torch.optim.Optimizer,
     batch: Batch,
+    signals: Signals,
     *,
     clip_eps: float,
     value_clip: float | None,
@@ -202,83 +204,57 @@ def ppo_update(
     (+ kl_coef * KL when ``kl_in_loss``). Stops early when the mean approximate KL to the
     rollout policy exceeds ``1.5 * target_kl``. ``stats["stepped"]`` lists each update.
     """
-    device = next(model.parameters()).device
-    params = [p for g in optimizer.param_groups for p in g["params"]]
-    rows = batch.rows_with_tokens()
-    lengths = batch.attention.sum(-1).tolist()  # (B,)
-    totals: dict[str, float] = {}
-    stepped: list[bool] = []
-    early_stop = 0.0
-    model.train()
+    loss = ppo_micro_loss(
+        model, critic, clip_eps=clip_eps, value_clip=value_clip, vf_coef=vf_coef,
+        kl_coef=kl_coef if kl_in_loss else 0.0, kl_kind=kl_kind, entropy_coef=entropy_coef,
+        loss_agg=loss_agg, temperature=temperature,
+    )  # fmt: skip
+    stop = None
+    if target_kl is not None:
+        stop = lambda sums: sums.get("approx_kl_old", 0.0) > 1.5 * target_kl  # noqa: E731
     critic.train()
-    for _ in range(epochs):
-        for mb_rows in length_grouped_minibatches(rows, lengths, minibatches, rng):
-            optimizer.zero_grad(set_to_none=True)  # nothing left over from elsewhere
-            sums: dict[str, float] = {}
-            finite = True
-            pieces = micro_weights(
-                mb_rows, lengths, batch.mask, batch.value_mask, loss_agg, grad_accum, token_budget
-            )
-            for micro, w_pol, w_val in pieces:
-                mb = batch.select(micro).to(device)
-                with autocast(device, amp_dtype):
-                    loss, stats = _ppo_micro_loss(
-                        model, critic, mb, w_pol, w_val, clip_eps, value_clip, vf_coef,
-                        kl_coef if kl_in_loss else 0.0, kl_kind, entropy_coef, loss_agg,
-                        temperature,
-                    )  # fmt: skip
-                if not torch.isfinite(loss):
-                    finite = False
-                    break
-                loss.backward()
-                for k, v in stats.items():
-                    sums[k] = sums.get(k, 0.0) + v
-            grad_norm, ok = guarded_step(params, optimizer, max_grad_norm, finite)
-            stepped.append(ok)
-            if ok:
-                for k, v in {**sums, "grad_norm": grad_norm}.items():
-                    totals[k] = totals.get(k, 0.0) + v
-            if target_kl is not None and sums.get("approx_kl_old", 0.0) > 1.5 * target_kl:
-                early_stop = 1.0
-                break
-        if early_stop:
-            break
-    n_ok = sum(stepped)
-    return {k: v / max(n_ok, 1) for k, v in totals.items()} | {
-        "updates": float(n_ok),
-        "skipped": float(len(stepped) - n_ok),
-        "early_stop": early_stop,
-        "stepped": stepped,
-    }
+    return run_updates(
+        model, optimizer, batch, signals, loss, epochs=epochs, minibatches=minibatches,
+        max_grad_norm=max_grad_norm, rng=rng, loss_agg=loss_agg, grad_accum=grad_accum,
+        token_budget=token_budget, amp_dtype=amp_dtype, stop_early=stop,
+    )  # fmt: skip
 
 
-def _ppo_micro_loss(
-    model, critic, mb, w_pol, w_val, clip_eps, value_clip, vf_coef, kl_coef, kl_kind,
-    entropy_coef, agg, temperature,
-) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
-    """One micro-batch's weighted loss (its share of the minibatch's) and weighted stats."""
-    logp, ent, hidden = forward_logprobs(
-        model, mb, temperature, True, entropy_coef > 0, with_hidden=True
-    )  # (b, t-1), (b, t-1), (b, t, H)
-    if critic.separate:
-        hidden = None  # the critic reads its own trunk
-    values = critic(mb.input_ids, mb.attention, hidden)[:, :-1].float()  # (b, t-1)
-    pg, pg_stats = clipped_policy_loss(logp, mb.old_logp, mb.advantages, mb.mask, clip_eps, agg)
-    vf, vf_stats = clipped_value_loss(values, mb.old_values, mb.returns, mb.value_mask, value_clip)
-    entropy = masked_mean(ent, mb.mask, agg)
-    kl = torch.zeros((), dtype=logp.dtype)
-    if kl_coef > 0 and mb.ref_logp is not None:
-        kl = masked_mean(kl_estimate(logp, mb.ref_logp, kl_kind), mb.mask, agg)
-    policy_part = pg - entropy_coef * entropy + kl_coef * kl
-    loss = w_pol * policy_part + w_val * vf_coef * vf
-    stats = {
-        "policy": w_pol * float(pg.detach()),
-        "value": w_val * float(vf.detach()),
-        "kl": w_pol * float(kl.detach()),
-        "entropy": w_pol * float(entropy.detach()),
-        "clip_frac": w_pol * float(pg_stats["clip_frac"]),
-        "approx_kl_old": w_pol * float(pg_stats["approx_kl_old"]),
-        "value_clip_frac": w_val * float(vf_stats["value_clip_frac"]),
-        "total": float(loss.detach()),
-    }
-    return loss, stats
+def ppo_micro_loss(
+    model, critic: Critic, *, clip_eps, value_clip, vf_coef, kl_coef, kl_kind, entropy_coef,
+    loss_agg, temperature,
+) -> MicroLoss:  # fmt: skip
+    """The PPO loss of one micro-batch (policy and value parts weighted by their shares)."""
+
+    def micro_loss(mb: Batch, sig: Signals, w_pol: float, w_val: float):
+        logp, ent, hidden = forward_logprobs(
+            model, mb, temperature, True, entropy_coef > 0, with_hidden=True
+        )  # (b, t-1), (b, t-1), (b, t, H)
+        if critic.separate:
+            hidden = None  # the critic reads its own trunk
+        values = critic(mb.input_ids, mb.attention, hidden)[:, :-1].float()  # (b, t-1)
+        pg, pg_stats = clipped_policy_loss(
+            logp, mb.old_logp, sig.advantages, mb.mask, clip_eps, loss_agg
+        )
+        vf, vf_stats = clipped_value_loss(
+            values, sig.old_values, sig.returns, sig.value_mask, value_clip
+        )
+        entropy = masked_mean(ent, mb.mask, loss_agg)
+        kl = torch.zeros((), dtype=logp.dtype)
+        if kl_coef > 0 and mb.ref_logp is not None:
+            kl = masked_mean(kl_estimate(logp, mb.ref_logp, kl_kind), mb.mask, loss_agg)
+        policy_part = pg - entropy_coef * entropy + kl_coef * kl
+        loss = w_pol * policy_part + w_val * vf_coef * vf
+        stats = {
+            "policy": w_pol * float(pg.detach()),
+            "value": w_val * float(vf.detach()),
+            "kl": w_pol * float(kl.detach()),
+            "entropy": w_pol * float(entropy.detach()),
+            "clip_frac": w_pol * float(pg_stats["clip_frac"]),
+            "approx_kl_old": w_pol * float(pg_stats["approx_kl_old"]),
+            "value_clip_frac": w_val * float(vf_stats["value_clip_frac"]),
+            "total": float(loss.detach()),
+        }
+        return loss, stats
+
+    return micro_loss

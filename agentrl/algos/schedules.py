@@ -43,7 +43,7 @@ def learning_rate(
     if kind == "constant":
         return base_lr * (step + 1) / warmup if step < warmup else base_lr
     raise ValueError(
-        f"config field 'algo.lr_schedule' must be 'constant' or 'cosine', got {kind!r}"
+        f"config field 'algo.schedule.lr' must be 'constant' or 'cosine', got {kind!r}"
     )
 
 

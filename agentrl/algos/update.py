@@ -1,5 +1,8 @@
-"""Shared optimizer mechanics of GRPO and PPO: micro-batches, guarded steps, autocast.
+"""The one update loop of every algorithm, and its mechanics: minibatches, micro-batches,
+guarded steps, autocast.
 
+- ``run_updates``: epochs x length-grouped minibatches, each one optimizer step whose gradient
+  is accumulated over micro-batches; an algorithm supplies only its micro-batch loss.
 - ``micro_batches``: a minibatch (one optimizer step) is split into ``grad_accum`` pieces and
   further so that no piece holds more than ``token_budget`` padded tokens; gradients add up.
 - ``guarded_step``: clip, then step only if the loss and the grad norm are finite; the
@@ -10,9 +13,107 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+import random
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
+
+from agentrl.algos.batch import Batch, Signals, select_rows
+
+#: ``micro_loss(mb, signals, policy_share, value_share) -> (weighted loss, weighted stats)``:
+#: one micro-batch's loss already multiplied by its shares of the minibatch's policy and value
+#: losses (``micro_weights``), so the accumulated gradient is the whole minibatch's.
+MicroLoss = Callable[[Batch, Signals, float, float], tuple[torch.Tensor, dict[str, float]]]
+
+
+def run_updates(
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    signals: Signals,
+    micro_loss: MicroLoss,
+    *,
+    epochs: int,
+    minibatches: int,
+    max_grad_norm: float,
+    rng: random.Random,
+    loss_agg: str,
+    grad_accum: int = 1,
+    token_budget: int = 0,
+    amp_dtype: torch.dtype | None = None,
+    stop_early: Callable[[dict[str, float]], bool] | None = None,
+) -> dict[str, Any]:
+    """Epochs x minibatches optimizer steps on one rollout batch; returns mean statistics.
+
+    A non-finite loss or gradient norm skips that step (``stats["stepped"]`` lists every
+    update's outcome). ``stop_early(minibatch stats)`` True ends all epochs (PPO's target KL);
+    with it, ``stats["early_stop"]`` says whether it fired.
+    """
+    device = next(model.parameters()).device
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    rows = batch.rows_with_tokens()
+    lengths = batch.attention.sum(-1).tolist()  # (B,) real tokens per row
+    totals: dict[str, float] = {}
+    stepped: list[bool] = []
+    early_stop = False
+    model.train()
+    for _ in range(epochs):
+        for mb_rows in length_grouped_minibatches(rows, lengths, minibatches, rng):
+            pieces = micro_weights(
+                mb_rows, lengths, batch.mask, signals.value_mask, loss_agg, grad_accum, token_budget
+            )
+            optimizer.zero_grad(set_to_none=True)  # nothing left over from elsewhere
+            sums, finite = _accumulate(batch, signals, pieces, micro_loss, device, amp_dtype)
+            grad_norm, ok = guarded_step(params, optimizer, max_grad_norm, finite)
+            stepped.append(ok)
+            if ok:
+                for k, v in {**sums, "grad_norm": grad_norm}.items():
+                    totals[k] = totals.get(k, 0.0) + v
+            if stop_early is not None and stop_early(sums):
+                early_stop = True
+                break
+        if early_stop:
+            break
+    n_ok = sum(stepped)
+    out = {k: v / max(n_ok, 1) for k, v in totals.items()}
+    out |= {"updates": float(n_ok), "skipped": float(len(stepped) - n_ok)}
+    if stop_early is not None:
+        out["early_stop"] = float(early_stop)
+    return out | {"stepped": stepped}
+
+
+def _accumulate(
+    batch: Batch,
+    signals: Signals,
+    pieces: list[tuple[list[int], float, float]],
+    micro_loss: MicroLoss,
+    device: torch.device,
+    amp_dtype: torch.dtype | None,
+) -> tuple[dict[str, float], bool]:
+    """Backward every micro-batch of one minibatch; (summed weighted stats, all finite)."""
+    sums: dict[str, float] = {}
+    for rows, w_pol, w_val in pieces:
+        mb, sig = select_rows(batch, signals, rows)
+        with autocast(device, amp_dtype):
+            loss, stats = micro_loss(mb.to(device), sig.to(device), w_pol, w_val)
+        if not torch.isfinite(loss):
+            return sums, False
+        loss.backward()
+        for k, v in stats.items():
+            sums[k] = sums.get(k, 0.0) + v
+    return sums, True
+
+
+def length_grouped_minibatches(
+    rows: list[int], lengths: list[int], minibatches: int, rng: random.Random
+) -> list[list[int]]:
+    """Split rows into ``minibatches`` groups of similar length (less padding), random order."""
+    order = sorted(rows, key=lambda i: (lengths[i], rng.random()))
+    size = max(1, -(-len(order) // minibatches))
+    groups = [order[s : s + size] for s in range(0, len(order), size)]
+    rng.shuffle(groups)
+    return groups
 
 
 def micro_batches(

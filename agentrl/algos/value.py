@@ -1,6 +1,6 @@
 """The PPO critic: a value head on the policy's last hidden state, or a separate critic model.
 
-``algo.critic = "head"``: one linear layer reads the policy's final (post-norm) hidden state,
+``algo.ppo.critic = "head"``: one linear layer reads the policy's final (post-norm) hidden state,
 so the critic costs almost nothing but shares the trunk's gradients with the policy.
 ``"separate"``: a copy of the starting policy's transformer with its own head, trained with
 its own loss only (more memory, no interference).
@@ -65,7 +65,9 @@ def make_critic(policy: Any, kind: str) -> Critic:
         trunk.requires_grad_(True)
         critic = Critic(hidden, trunk)
     else:
-        raise ValueError(f"config field 'algo.critic' must be 'head' or 'separate', got {kind!r}")
+        raise ValueError(
+            f"config field 'algo.ppo.critic' must be 'head' or 'separate', got {kind!r}"
+        )
     param = next(policy.parameters())
     return critic.to(device=param.device, dtype=torch.float32 if kind == "head" else param.dtype)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from agentrl.algos.losses import token_logprobs
+from agentrl.policy.logprobs import token_logprobs
 from agentrl.policy.prefix import MIN_SHARED_PREFIX, common_prefix_length, prefix_cache
 
 

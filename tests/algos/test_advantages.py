@@ -37,7 +37,7 @@ def test_invalid_episodes_excluded_from_baseline_and_get_zero():
 def test_length_grouped_minibatches_cover_rows_once_and_group_by_length():
     import random
 
-    from agentrl.algos.grpo import length_grouped_minibatches
+    from agentrl.algos.update import length_grouped_minibatches
 
     lengths = [50, 900, 60, 880, 55, 910]
     groups = length_grouped_minibatches(list(range(6)), lengths, 2, random.Random(0))

@@ -97,7 +97,7 @@ def test_invalid_rows_get_nothing():
 
 
 def test_bad_level_names_the_field():
-    with pytest.raises(ValueError, match="algo.gae_level"):
+    with pytest.raises(ValueError, match="algo.ppo.gae_level"):
         _targets(level="episode")
 
 

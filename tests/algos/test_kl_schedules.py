@@ -18,7 +18,7 @@ def test_kl_estimators_by_hand():
     k3 = kl_estimate(logp, ref, "k3")
     assert k3[0, 0].item() == pytest.approx(math.exp(-0.5) + 0.5 - 1)  # 0.106531
     assert k3[0, 1].item() == pytest.approx(math.e - 2)  # 0.718282
-    with pytest.raises(ValueError, match="algo.kl_estimator"):
+    with pytest.raises(ValueError, match="algo.kl.estimator"):
         kl_estimate(logp, ref, "k4")
 
 
@@ -45,7 +45,7 @@ def test_decay_and_fixed_controllers():
     decay.update(5.0, 64)  # ignored
     assert decay.value(2000) == pytest.approx(0.09025)
     assert KLController("fixed", 0.05).value(10**6) == 0.05
-    with pytest.raises(ValueError, match="algo.kl_control"):
+    with pytest.raises(ValueError, match="algo.kl.control"):
         KLController("pid", 0.1)
 
 

@@ -7,9 +7,8 @@ from agentrl.algos.losses import (
     grpo_loss,
     kl_k3,
     masked_mean,
-    token_entropy,
-    token_logprobs,
 )
+from agentrl.policy.logprobs import token_entropy, token_logprobs
 
 
 def test_ratio_one_gives_minus_advantage():

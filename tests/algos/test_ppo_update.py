@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from agentrl.algos.grpo import Batch
+from agentrl.algos.batch import Batch, Signals
 from agentrl.algos.ppo import ppo_update, rollout_values
 from agentrl.algos.value import make_critic
 
@@ -20,7 +20,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def _batch(seed: int = 0) -> Batch:
+def _batch(seed: int = 0) -> tuple[Batch, Signals]:
     g = torch.Generator().manual_seed(seed)
     lengths = [14, 9, 12, 6]
     ids = torch.randint(0, 2000, (4, 14), generator=g)
@@ -29,17 +29,14 @@ def _batch(seed: int = 0) -> Batch:
     for i, n in enumerate(lengths):
         attention[i, :n] = 1
         mask[i, 3 : n - 1] = 1.0
-    return Batch(
-        ids,
-        attention,
-        ids[:, 1:],
-        mask,
-        old_logp=torch.full((4, 13), -7.0),
+    batch = Batch(ids, attention, ids[:, 1:], mask, old_logp=torch.full((4, 13), -7.0))
+    signals = Signals(
         advantages=torch.randn(4, 13, generator=g) * mask,
         old_values=torch.zeros(4, 13),
         returns=torch.randn(4, 13, generator=g) * mask,
         value_mask=mask.clone(),
     )
+    return batch, signals
 
 
 def _update(model, critic, batch, **kw):
@@ -49,7 +46,7 @@ def _update(model, critic, batch, **kw):
                 kl_in_loss=False, entropy_coef=0.01, loss_agg="token_mean", epochs=1,
                 minibatches=1, max_grad_norm=1e9, temperature=1.0,
                 rng=random.Random(0))  # fmt: skip
-    return ppo_update(model, critic, opt, batch, **{**args, **kw})
+    return ppo_update(model, critic, opt, *batch, **{**args, **kw})
 
 
 def test_micro_batches_give_the_same_update_as_one_batch(tiny_policy):
@@ -72,7 +69,7 @@ def test_separate_critic_trains_its_own_trunk_only_through_the_value_loss(tiny_p
     m = copy.deepcopy(model)
     critic = make_critic(m, "separate")
     batch = _batch()
-    values = rollout_values(m, critic, batch)
+    values = rollout_values(m, critic, batch[0])
     assert values.shape == (4, 14) and torch.count_nonzero(values) == 0  # zero-initialized head
     trunk_before = [p.detach().clone() for p in critic.backbone.parameters()]
     policy_before = [p.detach().clone() for p in m.parameters()]

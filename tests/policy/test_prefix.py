@@ -4,7 +4,8 @@ import copy
 
 import torch
 
-from agentrl.algos.grpo import build_batch, forward_logprobs, loss_free_prefix_length
+from agentrl.algos.batch import build_batch
+from agentrl.algos.forward import forward_logprobs, loss_free_prefix_length
 from agentrl.chat.render import encode_prompt, stop_token_ids
 from agentrl.envs import make
 from agentrl.policy.generate import HFGenerator
@@ -17,8 +18,10 @@ def _batch(model, tok):
     gen = HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id)
     specs = [EpisodeSpec(seed=s, level=1 + s % 3, group_id=s) for s in range(3)]
     trajs = run_episodes(gen, lambda: make("weather"), specs, max_new_tokens=24)
-    adv = torch.tensor([1.0, -0.5, 0.25])
-    return build_batch(trajs, adv, torch.ones(3, dtype=torch.bool), tok.pad_token_id)
+    return build_batch(trajs, torch.ones(3, dtype=torch.bool), tok.pad_token_id)
+
+
+ADVANTAGES = torch.tensor([1.0, -0.5, 0.25])
 
 
 def test_shared_prefix_forward_matches_plain_forward_and_gradients(tiny_policy):
@@ -33,7 +36,7 @@ def test_shared_prefix_forward_matches_plain_forward_and_gradients(tiny_policy):
     assert shared <= first_loss
 
     plain_model = copy.deepcopy(model)
-    # activation checkpointing turns the shared prefix off (as agentrl.rl_setup enables it)
+    # activation checkpointing turns the shared prefix off (as agentrl.train.build enables it)
     plain_model.gradient_checkpointing_enable(
         gradient_checkpointing_kwargs={"use_reentrant": False}
     )
@@ -43,7 +46,7 @@ def test_shared_prefix_forward_matches_plain_forward_and_gradients(tiny_policy):
         m.train()
         m.zero_grad()
         logp, ent = forward_logprobs(m, batch, temperature=1.0, with_entropy=True)
-        loss = (-(logp * batch.advantages[:, None]) + 0.01 * ent) * batch.mask
+        loss = (-(logp * ADVANTAGES[:, None]) + 0.01 * ent) * batch.mask
         loss = loss.sum()
         loss.backward()
         losses.append((logp.detach(), loss.item()))

@@ -1,0 +1,308 @@
+"""One typed config tree with defaults. YAML files and ``--set key=value`` only set values.
+
+A bad key or value fails at start with a message naming the field and what is allowed::
+
+    cfg = load_config("configs/weather_grpo.yaml", overrides=["algo.lr=1e-5"])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from agentrl.config.algo import AlgoConfig, GRPOConfig, KLConfig, PPOConfig, ScheduleConfig
+from agentrl.config.base import Section
+from agentrl.tools.settings import ToolsConfig
+
+__all__ = [
+    "AlgoConfig",
+    "Config",
+    "ConfigError",
+    "GRPOConfig",
+    "KLConfig",
+    "PPOConfig",
+    "ScheduleConfig",
+    "build_config",
+    "load_config",
+    "save_config",
+]
+
+
+class ModelConfig(Section):
+    name: str = Field(
+        "agentrl/tiny",
+        description="HF hub id or local path; 'agentrl/tiny' builds the local tiny model.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="'auto' = fp32 on CPU, bf16 on CUDA."
+    )
+    device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]'.")
+
+
+class TaskConfig(Section):
+    env: str = Field("weather", description="Registered environment id (agentrl.envs.make).")
+    levels: list[int] = Field(
+        default_factory=lambda: [1, 2, 3], description="Difficulty levels sampled during training."
+    )
+    max_turns: int = Field(6, ge=1, description="Assistant turns before an episode is truncated.")
+    env_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra keyword arguments for make()."
+    )
+    imports: list[str] = Field(
+        default_factory=list,
+        description="Modules or .py files imported first (they register custom envs).",
+    )
+
+
+class RewardConfig(Section):
+    format: float = Field(0.1, description="Weight of the format layer (parsable output).")
+    tool_choice: float = Field(0.2, description="Weight of choosing an expected tool.")
+    arguments: float = Field(0.3, description="Weight of calling with correct arguments.")
+    completion: float = Field(1.0, description="Weight of task completion (the verifier).")
+    repeat: float = Field(-0.1, description="Weight per repeated identical call (a penalty).")
+    progress: float = Field(
+        0.3, description="Weight of a task family's progress (fraction of milestones reached)."
+    )
+    reask: float = Field(
+        -0.1, description="Weight per call re-fetching information already held (a penalty)."
+    )
+
+    def weights(self) -> dict[str, float]:
+        return self.model_dump()
+
+
+class RolloutConfig(Section):
+    group_size: int = Field(8, ge=1, description="GRPO: samples per task instance (G).")
+    groups_per_step: int = Field(8, ge=1, description="Task instances per RL step.")
+    temperature: float = Field(
+        0.7,
+        gt=0,
+        description="Sampling temperature during rollout (0.7: at 1.0 a tiny model warm-started "
+        "on a few dozen demonstrations garbles most turns).",
+    )
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling (1.0 = off).")
+    max_new_tokens: int = Field(96, ge=1, description="Token limit of one assistant turn.")
+    max_total_tokens: int = Field(
+        1024, ge=32, description="Episode token limit (prompt + all turns); past it: 'length'."
+    )
+
+
+class TrainConfig(Section):
+    steps: int = Field(30, ge=0, description="RL steps.")
+    seed: int = Field(0, description="Seed of everything.")
+    eval_episodes: int = Field(
+        96, ge=0, description="Held-out evaluation episodes before and after RL."
+    )
+    eval_levels: list[int] = Field(
+        default_factory=lambda: [1, 2, 3], description="Levels in the evaluation mix."
+    )
+    eval_every: int = Field(
+        0,
+        ge=0,
+        description="Also evaluate every N RL steps (0 = before and after only). Every "
+        "evaluation, first and last included, is a line of run_dir/eval.jsonl: the learning curve.",
+    )
+    eval_seed: int = Field(10_000, description="First seed of the held-out evaluation episodes.")
+    seed_limit: int = Field(
+        10_000, ge=1, description="Training task seeds are drawn from [0, seed_limit)."
+    )
+    warmstart_demos: int = Field(
+        64,
+        ge=0,
+        description="Reference demonstrations for the SFT warm start (0 = none); a few dozen, "
+        "as in the seeds (003 section 6.4).",
+    )
+    warmstart_levels: list[int] = Field(
+        default_factory=lambda: [1, 2, 3], description="Levels the demonstrations are drawn from."
+    )
+    warmstart_epochs: int = Field(4, ge=1, description="Passes over the demonstrations.")
+    warmstart_lr: float = Field(1e-3, gt=0)
+    warmstart_seed: int = Field(5_000, description="Seed of the first warm-start demonstration.")
+    run_dir: str = Field("runs/run", description="Output directory.")
+    save_model: bool = Field(True, description="Save the final model in run_dir/model.")
+    checkpoint_every: int = Field(
+        50, ge=0, description="Checkpoint every N RL steps (0 = only on SIGTERM / stop)."
+    )
+    keep_checkpoints: int = Field(2, ge=1, description="Checkpoints kept (the newest).")
+    nan_patience: int = Field(
+        3, ge=1, description="Non-finite updates in a row that stop the run (each one is skipped)."
+    )
+    gradient_checkpointing: bool = Field(False, description="Recompute activations (less memory).")
+    autocast: Literal["auto", "off", "bf16"] = Field(
+        "auto", description="bf16 autocast in updates; 'auto' = on CUDA devices that support it."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "log_every" in data:
+            raise ValueError("train.log_every was removed: every RL step is a metrics.jsonl line")
+        return data
+
+    @model_validator(mode="after")
+    def _check_eval_every(self) -> TrainConfig:
+        if self.eval_every and not self.eval_episodes:
+            raise ValueError(
+                f"train.eval_every={self.eval_every} needs held-out episodes: set "
+                "train.eval_episodes > 0 (or eval_every=0)"
+            )
+        return self
+
+
+class LoraConfig(Section):
+    """LoRA adapters through peft (parameter-efficient RL)."""
+
+    enabled: bool = Field(False, description="Train LoRA adapters instead of all weights.")
+    rank: int = Field(8, ge=1, description="Adapter rank r.")
+    alpha: float = Field(16.0, gt=0, description="Adapter scale alpha (update x alpha / r).")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapter input.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        description="Module names that get adapters.",
+    )
+    lr_scale: float = Field(
+        0.2, gt=0, description="LoRA LR = algo.lr x this (seeds: 1/5-1/10 of full fine-tuning)."
+    )
+    merge_on_save: bool = Field(
+        True, description="Save the merged model in run_dir/model (adapter in run_dir/adapter)."
+    )
+
+
+class CurriculumConfig(Section):
+    """Curriculum (agentrl.curriculum): stages of env ids and success-rate level changes."""
+
+    enabled: bool = Field(False, description="Sample tasks from the curriculum.")
+    staged: bool = Field(
+        False,
+        description="Train through the env ids of `stages` (one stage after the other, each "
+        "family's level moved by rolling success) instead of the levels of task.env alone; "
+        "task.env stays the held-out evaluation target. Needs enabled=true.",
+    )
+    stages: list[list[str]] = Field(
+        default_factory=lambda: [
+            ["weather"],
+            ["meeting", "shop", "math"],
+            ["library"],
+            ["dynamic"],
+        ],
+        description="Env ids per stage: 1 single tool, 2 fixed flows, 3 open library, 4 dynamic.",
+    )
+    promote_above: float = Field(0.8, gt=0, le=1, description="Rolling success > this: harder.")
+    demote_below: float = Field(0.2, ge=0, lt=1, description="Rolling success < this: easier.")
+    window: int = Field(32, ge=1, description="Episodes in the rolling success window.")
+    review_fraction: float = Field(
+        0.1, ge=0, le=1, description="Share of tasks drawn from earlier stages (no forgetting)."
+    )
+    level_review: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of a family's tasks drawn from the lower levels it has passed (they "
+        "never move levels): keeps level 1 from being forgotten while level 2 still fails.",
+    )
+
+    def env_ids(self) -> list[str]:
+        """Every env id of ``stages``, once each, in stage order."""
+        return list(dict.fromkeys(e for stage in self.stages for e in stage))
+
+
+class Config(Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    task: TaskConfig = Field(default_factory=TaskConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
+    tools: ToolsConfig = Field(
+        default_factory=ToolsConfig,
+        description="ToolGuard: process mode, timeouts, breaker, fallbacks, sandbox.",
+    )
+
+    @model_validator(mode="after")
+    def _check_staged(self) -> Config:
+        if self.curriculum.staged and not self.curriculum.enabled:
+            raise ValueError(
+                "curriculum.staged=true trains through curriculum.stages: set "
+                "curriculum.enabled=true as well (or staged=false)"
+            )
+        return self
+
+
+class ConfigError(ValueError):
+    """A config file or override that does not fit the schema; the message names the field."""
+
+
+def _format_errors(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "(root)"
+        if e["type"] == "extra_forbidden":
+            lines.append(f"unknown config field {field!r}")
+        else:
+            msg = e["msg"].removeprefix("Value error, ")
+            lines.append(f"config field {field!r}: {msg} (got {e.get('input')!r})")
+    return "; ".join(lines)
+
+
+def _allowed_fields(model: type[BaseModel], path: list[str]) -> list[str]:
+    for key in path:
+        field = model.model_fields.get(key)
+        if field is None or not (
+            isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+        ):
+            return list(model.model_fields)
+        model = field.annotation
+    return list(model.model_fields)
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Apply one ``a.b.c=value`` (value parsed as YAML) to a nested dict in place."""
+    if "=" not in override:
+        raise ConfigError(f"override {override!r} must look like section.field=value")
+    key, raw = override.split("=", 1)
+    parts = key.strip().split(".")
+    node = data
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {override!r}: {p!r} is not a section")
+    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+
+
+def build_config(data: dict[str, Any] | None = None, overrides: list[str] | None = None) -> Config:
+    """Validate a nested dict (plus overrides) into a Config, or raise ConfigError."""
+    data = dict(data or {})
+    for ov in overrides or []:
+        apply_override(data, ov)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        msg = _format_errors(err)
+        first = err.errors()[0]
+        if first["type"] == "extra_forbidden":
+            loc = [str(p) for p in first["loc"]]
+            msg += f"; allowed here: {', '.join(_allowed_fields(Config, loc[:-1]))}"
+        raise ConfigError(msg) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read a YAML file (or nothing: defaults) and apply ``--set`` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        loaded = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {str(p)!r} must hold a mapping of sections")
+        data = loaded
+    return build_config(data, overrides)
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.model_dump(), sort_keys=False))

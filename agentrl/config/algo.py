@@ -1,0 +1,151 @@
+"""The ``algo`` section: shared optimizer fields plus ``grpo``, ``ppo``, ``kl`` and ``schedule``
+sub-sections. Flat keys of earlier releases are refused with the key that replaced them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from agentrl.config.base import Section, reject_moved_keys
+
+
+class GRPOConfig(Section):
+    """Critic-free estimators (algo.name = 'grpo')."""
+
+    advantage: Literal["grpo", "rloo", "reinforce_pp"] = Field(
+        "grpo", description="Advantage estimator: group-centred, leave-one-out or REINFORCE++."
+    )
+    scale_rewards: bool = Field(
+        True, description="Divide group advantages by the group std; False = Dr.GRPO."
+    )
+
+
+class PPOConfig(Section):
+    """Critic and GAE (algo.name = 'ppo')."""
+
+    gamma: float = Field(0.99, gt=0, le=1, description="Discount (per turn).")
+    gamma_start: float | None = Field(
+        None, gt=0, le=1, description="Dynamic gamma: from this to gamma (e.g. 0.9 -> 0.99)."
+    )
+    lam: float = Field(0.95, ge=0, le=1, description="GAE lambda.")
+    gae_level: Literal["turn", "token"] = Field(
+        "turn", description="GAE steps: assistant turns or policy tokens."
+    )
+    critic: Literal["head", "separate"] = Field(
+        "head", description="Value: a head on the policy's last hidden state, or a copy."
+    )
+    vf_coef: float = Field(0.5, ge=0, description="Value-loss weight.")
+    value_clip: float | None = Field(0.2, gt=0, description="Value clip (None = off).")
+    value_lr: float | None = Field(None, gt=0, description="Critic LR (None = the policy's).")
+    whiten_advantages: bool = Field(True, description="Whiten advantages over the batch.")
+    target_kl: float | None = Field(
+        None, gt=0, description="Stop the epochs when approx KL > 1.5 * target_kl."
+    )
+
+
+class KLConfig(Section):
+    """KL to the reference policy and its coefficient's control."""
+
+    coef: float = Field(
+        0.02, ge=0, description="KL-to-reference coefficient; 0 disables the reference model."
+    )
+    estimator: Literal["k1", "k2", "k3"] = Field(
+        "k3", description="Per-token estimator in the loss (k1 is used in the reward)."
+    )
+    mode: Literal["loss", "reward"] = Field(
+        "loss", description="A loss term, or folded into the reward (-coef * k1)."
+    )
+    control: Literal["fixed", "adaptive", "decay"] = Field(
+        "fixed",
+        description="fixed; adaptive (coef is the initial value, seeds: 0.01, target 0.1); or "
+        "decay (-decay_rate every decay_every steps).",
+    )
+    target: float = Field(0.1, gt=0, description="Adaptive: target KL per episode.")
+    horizon: int = Field(10_000, ge=1, description="Adaptive: horizon in episodes.")
+    decay_rate: float = Field(0.05, ge=0, lt=1, description="Decay: fraction removed.")
+    decay_every: int = Field(1000, ge=1, description="Decay: steps between decays.")
+
+
+class ScheduleConfig(Section):
+    """Values that move over the RL steps (pure functions of the step: agentrl.algos.schedules)."""
+
+    lr: Literal["constant", "cosine"] = Field(
+        "constant", description="LR schedule over the RL steps (after the warm-up)."
+    )
+    warmup_steps: int = Field(0, ge=0, description="Linear LR warm-up steps.")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Cosine floor as a fraction of lr.")
+    entropy_final: float | None = Field(
+        None, ge=0, description="algo.entropy_coef at the last step (linear); None = constant."
+    )
+    temperature_final: float | None = Field(
+        None, gt=0, description="rollout.temperature moves linearly to this; None = constant."
+    )
+
+
+#: Flat ``algo.*`` keys of earlier releases -> where they live now.
+MOVED_ALGO_KEYS = {
+    "advantage": "algo.grpo.advantage",
+    "scale_rewards": "algo.grpo.scale_rewards",
+    **{k: f"algo.ppo.{k}" for k in PPOConfig.model_fields},
+    "kl_coef": "algo.kl.coef",
+    "kl_estimator": "algo.kl.estimator",
+    "kl_mode": "algo.kl.mode",
+    "kl_control": "algo.kl.control",
+    "kl_target": "algo.kl.target",
+    "kl_horizon": "algo.kl.horizon",
+    "kl_decay_rate": "algo.kl.decay_rate",
+    "kl_decay_every": "algo.kl.decay_every",
+    "lr_schedule": "algo.schedule.lr",
+    "warmup_steps": "algo.schedule.warmup_steps",
+    "min_lr_ratio": "algo.schedule.min_lr_ratio",
+    "entropy_coef_final": "algo.schedule.entropy_final",
+    "temperature_final": "algo.schedule.temperature_final",
+}
+
+
+class AlgoConfig(Section):
+    name: Literal["grpo", "ppo"] = Field(
+        "grpo", description="RL algorithm: 'grpo' (critic-free, grouped) or 'ppo' (critic + GAE)."
+    )
+    lr: float = Field(3e-4, gt=0, description="AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    clip_eps: float = Field(0.2, gt=0, description="PPO-style ratio clip.")
+    epochs: int = Field(1, ge=1, description="Passes over each rollout batch.")
+    minibatches: int = Field(2, ge=1, description="Optimizer steps per pass.")
+    loss_agg: Literal["token_mean", "seq_mean"] = Field(
+        "token_mean", description="Loss aggregation over tokens."
+    )
+    truncation: Literal["auto", "mask", "zero", "bootstrap"] = Field(
+        "auto",
+        description="Truncated episodes (max_turns, length): masked out of the loss, scored as "
+        "they are, or (PPO) bootstrapped from the value; 'auto' = scored (zero) for both: a "
+        "turn budget is part of an agent task, so running into it is a failure.",
+    )
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus (seeds: 0.01-0.1).")
+    reward_norm: Literal["none", "running", "clip"] = Field(
+        "none", description="Episode rewards: as they are, running mean/std, or clipped to [0, 1]."
+    )
+    grad_accum: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    micro_batch_tokens: int = Field(
+        0, ge=0, description="Max padded tokens per micro-batch (0 = no limit)."
+    )
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
+    ppo: PPOConfig = Field(default_factory=PPOConfig)
+    kl: KLConfig = Field(default_factory=KLConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: Any) -> Any:
+        return reject_moved_keys(data, MOVED_ALGO_KEYS, "algo")
+
+    @model_validator(mode="after")
+    def _check_truncation(self) -> AlgoConfig:
+        if self.truncation == "bootstrap" and self.name != "ppo":
+            raise ValueError(
+                "algo.truncation='bootstrap' needs a value function (algo.name='ppo'); "
+                "use 'auto', 'mask' or 'zero' with GRPO"
+            )
+        return self

@@ -1,0 +1,115 @@
+"""The one training loop: warm start -> evaluate -> (rollout -> reward -> advantage -> update
+-> log) x steps -> evaluate -> save. Reads top to bottom; each line calls one component."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+from agentrl.algos.update import autocast_dtype
+from agentrl.config import Config
+from agentrl.policy.loading import save_policy
+from agentrl.policy.lora import merge_and_save
+from agentrl.train.build import (
+    RLModels,
+    build_optimizer,
+    build_rl_models,
+    env_factory,
+    load_generator,
+    make_kl_controller,
+    seed_everything,
+    warm_start,
+)
+from agentrl.train.run import Run, progress_bar
+from agentrl.train.sampler import make_sampler
+from agentrl.train.state import new_state
+from agentrl.train.step import rl_step
+
+
+def train(
+    cfg: Config,
+    *,
+    progress: bool = True,
+    console: Console | None = None,
+    resume: bool = False,
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Warm-start, evaluate, train with GRPO or PPO, evaluate again; returns the run summary.
+
+    ``resume``: continue ``cfg.train.run_dir`` from its newest complete checkpoint (no warm
+    start, no first evaluation: both happened before RL began). ``on_step(n)`` is called after
+    each step (and its checkpoint) with the number of completed steps.
+    """
+    console = console or Console(stderr=True)
+    run = Run(cfg, console, resume=resume)
+    make_env = env_factory(cfg)  # a bad env or a missing extra fails here, before model work
+    seed_everything(cfg.train.seed)
+    model, tok, generator, device = load_generator(cfg)
+    evals = cfg.train.eval_episodes > 0
+    before: dict[str, Any] = {}
+    if run.fresh:
+        warm_start(cfg, model, tok, make_env, console, progress)
+        if evals:
+            before = _evaluate(run, generator, make_env, "before", 0)
+    run.start_weights(model, device)  # the reference (and a LoRA run's frozen base)
+    rl = build_rl_models(model, cfg)
+    generator.model = rl.policy
+    optimizer = build_optimizer(rl, cfg)
+    state = new_state(cfg, make_kl_controller(cfg), make_sampler)
+    state.eval_before = before
+    start = run.restore(rl, optimizer, state)
+    amp = autocast_dtype(cfg.train.autocast, device)
+    steps, every = cfg.train.steps, cfg.train.eval_every
+    with run.recording(rl, optimizer, state), progress_bar(console, progress) as bar:
+        task = bar.add_task(cfg.algo.name.upper(), total=steps, completed=start, info="")
+        for step in range(start, steps):
+            res = rl_step(cfg, step, rl, optimizer, state, generator, make_env,
+                          tok.pad_token_id, amp)  # fmt: skip
+            for event in res.events:
+                console.print(f"curriculum: {event}")
+            run.log_step(step, res.metrics, res.trajs)
+            if every and (step + 1) % every == 0 and step + 1 < steps:
+                _evaluate(run, generator, make_env, "during", step + 1)
+            run.end_step(step + 1, res.stepped)
+            m = res.metrics
+            info = (f"success {m['rollout/success_rate']:.2f} reward {m['reward/total']:.2f} "
+                    f"kl {m.get('loss/kl', 0.0):.4f}")  # fmt: skip
+            bar.update(task, advance=1, info=info)
+            if on_step is not None:
+                on_step(step + 1)
+            if run.stop_requested(step + 1):
+                break
+    after: dict[str, Any] = {}
+    if evals and not run.interrupted:
+        after = _evaluate(run, generator, make_env, "after", steps)
+    if cfg.train.save_model and not run.interrupted:
+        save_final(rl, tok, cfg, run.dir)
+    return run.summary(state.eval_before, after)
+
+
+def _evaluate(run: Run, generator, make_env, when: str, step: int) -> dict[str, Any]:
+    episodes = run.cfg.train.eval_episodes
+    if when != "during":
+        run.console.print(f"evaluating {when} RL on {episodes} held-out episodes")
+    point = run.evaluate(generator, make_env, when, step)
+    label = f"step {step}: held-out success" if when == "during" else f"success {when} RL:"
+    run.console.print(f"{label} {point['success_rate']:.3f} {point['success_by_level']}")
+    return point
+
+
+def save_final(rl: RLModels, tok, cfg: Config, run_dir: Path) -> None:
+    """The trained model in run_dir/model (LoRA: adapter in run_dir/adapter, merged model in
+    run_dir/model unless lora.merge_on_save is off); a PPO critic in run_dir/critic.pt."""
+    if rl.lora:
+        if cfg.lora.merge_on_save:
+            merge_and_save(rl.policy, tok, run_dir / "model", run_dir / "adapter")
+        else:
+            rl.policy.save_pretrained(str(run_dir / "adapter"))
+    else:
+        save_policy(rl.policy, tok, run_dir / "model")
+    if rl.critic is not None:
+        torch.save(rl.critic.state_dict(), run_dir / "critic.pt")

@@ -1,0 +1,194 @@
+"""A run directory and its bookkeeping: config.yaml, the JSONL sinks (opened and closed in one
+place), held-out evaluations, checkpoint cadence, SIGTERM, the NaN-guard stop, the summary."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agentrl.algos.update import NonFiniteError
+from agentrl.checkpoint import (
+    START_FILE,
+    TermSignal,
+    latest_checkpoint,
+    load_checkpoint,
+    save_atomic,
+    save_checkpoint,
+    step_dir,
+)
+from agentrl.config import Config, save_config
+from agentrl.eval.runner import evaluate
+from agentrl.monitor.curves import EVAL_LOG
+from agentrl.monitor.metrics import JsonlSink
+from agentrl.train.state import LoopState, checkpoint_parts, restore_parts
+from agentrl.types import Trajectory
+
+
+class Run:
+    """One run directory (``train.run_dir``): a fresh run, or one resumed from its newest
+    complete checkpoint."""
+
+    def __init__(self, cfg: Config, console: Console, resume: bool = False) -> None:
+        self.cfg, self.console, self.t_start = cfg, console, time.time()
+        self.dir = Path(cfg.train.run_dir)
+        self.ckpt_dir = self.dir / "checkpoints"
+        self.resume_from = latest_checkpoint(self.ckpt_dir) if resume else None
+        if resume and self.resume_from is None:
+            raise FileNotFoundError(f"--resume: no complete checkpoint in {self.ckpt_dir}")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, self.dir / "config.yaml")
+        self.logs = [self.dir / name for name in ("metrics.jsonl", "trajectories.jsonl", EVAL_LOG)]
+        self.saved_at, self.interrupted = 0, False
+        self.sinks: list[JsonlSink] = []
+        self.term: TermSignal | None = None
+
+    @property
+    def fresh(self) -> bool:
+        """True unless resumed (a resumed run had its warm start and first evaluation)."""
+        return self.resume_from is None
+
+    # -- evaluation ------------------------------------------------------------------------
+    def evaluate(self, generator, make_env, when: str, step: int) -> dict[str, Any]:
+        """Held-out evaluation ``when`` = before / during / after RL, a line of eval.jsonl."""
+        c = self.cfg
+        summary, trajs = evaluate(
+            generator, make_env, episodes=c.train.eval_episodes, levels=c.train.eval_levels,
+            seed0=c.train.eval_seed, max_new_tokens=c.rollout.max_new_tokens,
+            max_total_tokens=c.rollout.max_total_tokens,
+        )  # fmt: skip
+        point = curve_point(step, step * self.episodes_per_step, summary)
+        if when == "before":  # a new curve
+            (self.dir / EVAL_LOG).write_text(json.dumps(point) + "\n")
+        else:
+            write_records(self.dir / EVAL_LOG, [point])
+        if when != "during":
+            write_records(self.dir / f"eval_{when}.jsonl", [t.to_record() for t in trajs])
+        return summary
+
+    @property
+    def episodes_per_step(self) -> int:
+        return self.cfg.rollout.groups_per_step * self.cfg.rollout.group_size
+
+    # -- RL start and checkpoints ----------------------------------------------------------
+    def start_weights(self, model, device: str) -> None:
+        """Save the weights at RL start (the reference); a resumed run loads them back."""
+        if self.fresh:
+            save_atomic(self.ckpt_dir / START_FILE, model.state_dict())
+        else:
+            model.load_state_dict(torch.load(self.ckpt_dir / START_FILE, map_location=device))
+
+    def restore(self, rl, optimizer, state: LoopState) -> int:
+        """Steps already done: 0, or a resumed run's checkpoint loaded into everything."""
+        if self.fresh:
+            return 0
+        start = restore_parts(load_checkpoint(self.resume_from), rl, optimizer, state, self.dir)
+        self.saved_at = start
+        self.console.print(f"resumed from {self.resume_from} after {start} steps")
+        return start
+
+    @contextmanager
+    def recording(self, rl, optimizer, state: LoopState) -> Iterator[Run]:
+        """Sinks open and SIGTERM caught for the RL steps; everything closed on any exit."""
+        self._parts = (rl, optimizer, state)
+        self.metrics, self.trajectories = JsonlSink(self.logs[0]), JsonlSink(self.logs[1])
+        try:
+            with TermSignal() as self.term:
+                yield self
+        finally:
+            self.metrics.close()
+            self.trajectories.close()
+
+    def log_step(self, step: int, metrics: dict[str, Any], trajs: list[Trajectory]) -> None:
+        self.metrics.write(metrics)
+        for t in trajs:
+            self.trajectories.write({"step": step, **t.to_record()})
+        skipped = int(metrics.get("policy/skipped_updates", 0))
+        if skipped:
+            self.console.print(f"[yellow]step {step}: {skipped} update(s) skipped: non-finite "
+                               "loss or gradient norm[/]")  # fmt: skip
+
+    def end_step(self, done: int, stepped: list[bool]) -> None:
+        """Checkpoint on cadence, on SIGTERM, or when the NaN guard stops the run (raises)."""
+        state = self._parts[2]
+        diverged = state.guard.observe(stepped)
+        every = self.cfg.train.checkpoint_every
+        if diverged or self.term.requested or (every and done % every == 0):
+            self.checkpoint(done)
+        if diverged:
+            raise NonFiniteError(
+                f"{state.guard.in_a_row} non-finite updates in a row (train.nan_patience="
+                f"{self.cfg.train.nan_patience}) at step {done - 1}: the run stopped. The last "
+                f"good weights are checkpointed in {step_dir(self.ckpt_dir, self.saved_at)}. "
+                "Lower algo.lr, check the rewards for NaN/Inf, or set train.autocast=off."
+            )
+
+    def stop_requested(self, done: int) -> bool:
+        """After SIGTERM: make sure step ``done`` is checkpointed, say how to resume."""
+        if not self.term.requested:
+            return False
+        if self.saved_at < done:
+            self.checkpoint(done)
+        self.interrupted = True
+        self.console.print(f"SIGTERM: stopped after step {done}, checkpoint in "
+                           f"{step_dir(self.ckpt_dir, self.saved_at)}; continue with: "
+                           f"agentrl train --resume {self.dir}")  # fmt: skip
+        return True
+
+    def checkpoint(self, done: int) -> None:
+        parts = checkpoint_parts(done, *self._parts, self.logs)
+        save_checkpoint(self.ckpt_dir, done, parts, self.cfg.train.keep_checkpoints)
+        self.saved_at = done
+
+    # -- the end -----------------------------------------------------------------------------
+    def summary(self, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+        """The run's summary, also written to summary.json."""
+        c = self.cfg
+        summary = {
+            "success_before": before.get("success_rate"),
+            "success_after": after.get("success_rate"),
+            "episodes": c.train.eval_episodes,
+            "eval_before": before,
+            "eval_after": after,
+            "steps": c.train.steps,
+            "algo": c.algo.name,
+            "interrupted": self.interrupted,
+            "run_dir": str(self.dir),
+            "wall_s": round(time.time() - self.t_start, 1),
+        }
+        (self.dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+
+
+def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, Any]:
+    """A line of ``eval.jsonl``: held-out success after ``step`` RL steps, ``episodes`` played."""
+    keep = ("success_rate", "success_by_level", "mean_tool_calls", "terminations")
+    return {"step": step, "episodes": episodes, **{k: summary[k] for k in keep}}
+
+
+def write_records(path: Path, records: list[dict[str, Any]]) -> None:
+    """Append ``records`` to a JSON-lines file."""
+    sink = JsonlSink(path)
+    for r in records:
+        sink.write(r)
+    sink.close()
+
+
+def progress_bar(console: Console, enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[info]}"),
+        console=console,
+        disable=not enabled,
+        transient=False,
+    )

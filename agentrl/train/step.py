@@ -1,0 +1,163 @@
+"""One RL step: settings at the step -> rollout -> rewards -> batch -> advantages -> update."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from agentrl.algos import schedules
+from agentrl.algos.batch import TRUNCATED, Batch, build_batch, episode_validity
+from agentrl.algos.forward import reference_logprobs
+from agentrl.algos.grpo import compute_advantages, grpo_update
+from agentrl.algos.kl import KLController
+from agentrl.algos.ppo import ppo_signals, ppo_update
+from agentrl.config import Config
+from agentrl.monitor.step import step_metrics
+from agentrl.rollout import run_episodes
+from agentrl.train.build import RLModels
+from agentrl.train.state import LoopState
+from agentrl.types import Trajectory
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """Scheduled values of one RL step."""
+
+    lr: float
+    kl_coef: float
+    entropy_coef: float
+    gamma: float
+    temperature: float
+
+
+def settings_at(cfg: Config, step: int, kl: KLController) -> StepSettings:
+    """Every schedule evaluated at ``step`` (pure functions of the step, plus the KL controller)."""
+    a, sch, total = cfg.algo, cfg.algo.schedule, cfg.train.steps
+    return StepSettings(
+        lr=schedules.learning_rate(step, total, a.lr, sch.lr, sch.warmup_steps, sch.min_lr_ratio),
+        kl_coef=kl.value(step),
+        entropy_coef=schedules.entropy_coef(step, total, a.entropy_coef, sch.entropy_final),
+        gamma=schedules.dynamic_gamma(step, total, a.ppo.gamma_start, a.ppo.gamma),
+        temperature=schedules.temperature(
+            step, total, cfg.rollout.temperature, sch.temperature_final
+        ),
+    )
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Apply the step's LR to every group (times the group's ``lr_ratio``)."""
+    for g in optimizer.param_groups:
+        g["lr"] = lr * g.get("lr_ratio", 1.0)
+
+
+def episode_kl(batch: Batch) -> torch.Tensor:  # (B,)
+    """Per-episode KL to the reference at rollout time: sum of k1 over its policy tokens."""
+    if batch.ref_logp is None:
+        return torch.zeros(batch.input_ids.shape[0])
+    return ((batch.old_logp - batch.ref_logp) * batch.mask).sum(-1)  # (B,)
+
+
+def resolve_truncation(cfg: Config) -> str:
+    """``algo.truncation`` with ``auto`` resolved: ``zero`` (truncated episodes scored) for
+    GRPO and PPO alike.
+
+    An agent that loops on tool calls until ``max_turns`` or rambles past the token budget has
+    failed. Masking those episodes (as overlong filtering does for single-turn reasoning) left
+    GRPO free to drift into them: on the weather demo, masked truncations grew from 3% to 64%
+    of the rollouts in 14 steps. Bootstrapping them from the value (the textbook rule for a
+    time limit) did the same to PPO: 30 steps from the same warm start ended with 58 of 96
+    held-out episodes looping to ``max_turns`` and success 0.198, against 0 and 0.250 when
+    scored. ``bootstrap`` stays available for tasks whose cut-off is arbitrary.
+    """
+    if cfg.algo.truncation != "auto":
+        return cfg.algo.truncation
+    return "zero"
+
+
+@dataclass
+class StepResult:
+    metrics: dict[str, Any]  # a line of metrics.jsonl
+    trajs: list[Trajectory]
+    stepped: list[bool]  # each optimizer update's outcome (False: skipped, non-finite)
+    events: list[str]  # curriculum changes
+
+
+def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, generator,
+            make_env, pad_id: int, amp) -> StepResult:  # fmt: skip
+    """Play ``groups_per_step x group_size`` episodes and update the policy on them."""
+    t0, ro = time.time(), cfg.rollout
+    s = settings_at(cfg, step, state.kl)
+    set_lr(optimizer, s.lr)
+    specs = state.sampler.next(ro.groups_per_step, step * ro.groups_per_step)
+    trajs = run_episodes(generator, make_env, specs, max_new_tokens=ro.max_new_tokens,
+                         max_total_tokens=ro.max_total_tokens, temperature=s.temperature,
+                         top_p=ro.top_p)  # fmt: skip
+    rollout_s = time.time() - t0
+    valid = episode_validity(trajs, resolve_truncation(cfg))  # (N,)
+    raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
+    rewards = state.normalizer(raw, valid)  # (N,)
+    batch = build_batch(trajs, valid, pad_id)
+    if rl.ref is not None:
+        batch = batch.with_reference(reference_logprobs(rl.ref, batch, s.temperature))
+    kl_per_episode = episode_kl(batch)  # (N,)
+    stats, extra = update_policy(cfg, s, rl, optimizer, batch, trajs, rewards, valid,
+                                 kl_per_episode, state.rng, amp)  # fmt: skip
+    stepped = stats.pop("stepped")
+    state.kl.update(float(kl_per_episode[valid].mean()) if valid.any() else 0.0, len(trajs))
+    m = step_metrics(step, trajs, valid, stats, rollout_s, time.time() - t0)
+    m.update(extra)
+    m.update({f"train/{k}": v for k, v in vars(s).items()})
+    m["rollout/kl_per_episode"] = float(kl_per_episode.mean())
+    events = state.sampler.update(trajs)
+    m.update(state.sampler.metrics())
+    return StepResult(m, trajs, stepped, events)
+
+
+def update_policy(
+    cfg: Config,
+    s: StepSettings,
+    rl: RLModels,
+    optimizer: torch.optim.Optimizer,
+    batch: Batch,
+    trajs: list[Trajectory],
+    rewards: torch.Tensor,  # (N,) normalized episode rewards
+    valid: torch.Tensor,  # (N,) bool
+    kl_per_episode: torch.Tensor,  # (N,) rollout-time KL to the reference
+    rng,
+    amp_dtype: torch.dtype | None,
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Advantages and optimizer updates of one RL step, GRPO or PPO: (update stats, extras)."""
+    a = cfg.algo
+    common: dict[str, Any] = dict(
+        clip_eps=a.clip_eps, loss_agg=a.loss_agg, epochs=a.epochs, minibatches=a.minibatches,
+        max_grad_norm=a.max_grad_norm, temperature=s.temperature, rng=rng,
+        entropy_coef=s.entropy_coef, grad_accum=a.grad_accum, token_budget=a.micro_batch_tokens,
+        amp_dtype=amp_dtype, kl_kind=a.kl.estimator,
+    )  # fmt: skip
+    truncation = resolve_truncation(cfg)
+    if a.name == "ppo":
+        p = a.ppo
+        bootstrap = torch.tensor(
+            [truncation == "bootstrap" and t.termination in TRUNCATED for t in trajs]
+        )  # (N,)
+        signals, extra = ppo_signals(
+            rl.policy, rl.critic, batch, trajs, rewards, valid, bootstrap, gamma=s.gamma,
+            lam=p.lam, level=p.gae_level, kl_coef=s.kl_coef, kl_mode=a.kl.mode,
+            whiten_advantages=p.whiten_advantages,
+        )  # fmt: skip
+        stats = ppo_update(
+            rl.policy, rl.critic, optimizer, batch, signals, value_clip=p.value_clip,
+            vf_coef=p.vf_coef, kl_coef=s.kl_coef, kl_in_loss=a.kl.mode == "loss",
+            target_kl=p.target_kl, **common,
+        )  # fmt: skip
+        return stats, extra
+    if a.kl.mode == "reward":
+        rewards = rewards - s.kl_coef * kl_per_episode  # (N,)
+    advantages, _ = compute_advantages(
+        trajs, truncation, a.grpo.scale_rewards, a.grpo.advantage, rewards
+    )  # (N,)
+    kl_loss = s.kl_coef if a.kl.mode == "loss" else 0.0
+    return grpo_update(rl.policy, optimizer, batch, advantages, kl_coef=kl_loss, **common), {}
