@@ -79,6 +79,8 @@ class ToolResult:
     error_code: str | None = None  # invalid_arguments, unknown_tool, timeout, exception, ...
     latency_s: float = 0.0
     fallback: str | None = None  # "default", "message" or "tool:<name>" when a fallback answered
+    truncated_output: bool = False  # the result was cut to the tool's max_result_chars
+    coerced: tuple[str, ...] = ()  # argument names whose values were coerced to their types
 
 
 @dataclass

@@ -188,6 +188,8 @@ class ToolTaskEnv:
                 "ok": ok,
                 "error_code": code,
                 "content": result.content,
+                "truncated_output": result.truncated_output,
+                "coerced": list(result.coerced),
             }
             info["tool_calls"].append(record)
             self.call_log.append({"turn": self.turn, **record})

@@ -159,7 +159,8 @@ class ToolGuard:
         if coerced:
             self.coerced[call.name] += 1
             self.health.count(call.name, "coerced")
-        return self._run(t, args, policy, allow_fallback=True)
+        result = self._run(t, args, policy, allow_fallback=True)
+        return replace(result, coerced=tuple(coerced)) if coerced else result
 
     def _run(
         self, t: Tool, args: dict[str, Any], policy: Policy, allow_fallback: bool
@@ -193,7 +194,8 @@ class ToolGuard:
             if out.truncated:
                 self.failures[(t.name, "truncated_output")] += 1
                 self.health.count(t.name, "truncated_output")
-            return ToolResult(t.name, out.text, ok=True, latency_s=out.latency_s)
+            return ToolResult(t.name, out.text, ok=True, latency_s=out.latency_s,
+                              truncated_output=out.truncated)  # fmt: skip
         message = {
             "timeout": f"{t.name} did not answer within {timeout:.3g} s and was stopped.",
             "worker_crash": f"{t.name}: the tool's worker process died ({out.detail}).",

@@ -95,3 +95,13 @@ def test_sanitizer_cases():
     assert to_jsonable({1: (b"a", None)}) == {"1": ["a", None]}
     assert sanitize({"v": float("nan")}) == ('{"v": "nan"}', False)
     assert sanitize("z" * 12, max_chars=10) == ("z" * 10 + "...[truncated 2 chars]", True)
+
+
+def test_results_say_when_the_output_was_cut_and_which_arguments_were_coerced():
+    """The flags reach the ToolResult, so trajectories and metrics.jsonl can count them."""
+    g = make_guard()
+    cut = g.call(ToolCall("huge", {}))
+    assert cut.ok and cut.truncated_output
+    assert cut.content == "y" * 100 + "...[truncated 9900 chars]"
+    plain = g.call(ToolCall("add", {"a": 2, "b": 3}))
+    assert plain.ok and not plain.truncated_output and plain.coerced == ()

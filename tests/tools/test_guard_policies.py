@@ -177,8 +177,10 @@ def test_coercion_off_by_default_on_when_configured_and_counted():
     assert off.call(ToolCall("typed", args)).error_code == "invalid_arguments"
     on = ToolGuard(ToolRegistry([typed]), health=HealthBoard(),
                    settings=ToolsConfig(coerce_arguments=True))  # fmt: skip
-    assert on.call(ToolCall("typed", args)).content == '[3, 0.5, true, "a"]'
-    assert on.call(ToolCall("typed", {"n": 1, "ratio": 2, "flag": False})).ok
+    coerced = on.call(ToolCall("typed", args))
+    assert coerced.content == '[3, 0.5, true, "a"]'
+    assert sorted(coerced.coerced) == ["flag", "n", "ratio"]  # the result names them
+    assert on.call(ToolCall("typed", {"n": 1, "ratio": 2, "flag": False})).coerced == ()
     assert on.call(ToolCall("typed", {"n": "3.5", "ratio": 1, "flag": True})).error_code == (
         "invalid_arguments"
     )  # "3.5" is not an integer: no unsafe coercion
