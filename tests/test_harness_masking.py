@@ -42,6 +42,7 @@ class ScriptedGenerator:
 
     def __init__(self, tok, made: list, script: dict[int, list[str]]):
         self.tok, self.made, self.script = tok, made, script
+        self.tokenizer = tok  # the rollout encodes prompts with it
         self.stop = stop_token_ids(tok)[0]
         self.index: dict[int, int] = {}
 
