@@ -38,9 +38,10 @@ class Batch:
         """The longest real sequence among ``rows``."""
         return int(self.attention[torch.tensor(rows, dtype=torch.long)].sum(-1).max())
 
-    def select(self, rows: list[int]) -> Batch:
-        """A minibatch of ``rows``, trimmed to its own longest sequence."""
-        idx, width = torch.tensor(rows, dtype=torch.long), self.width(rows)
+    def select(self, rows: list[int], width: int | None = None) -> Batch:
+        """A minibatch of ``rows``, trimmed to ``width`` (default: its longest sequence)."""
+        idx = torch.tensor(rows, dtype=torch.long)
+        width = self.width(rows) if width is None else width
         out = {}
         for f in fields(self):
             x = getattr(self, f.name)
@@ -82,7 +83,8 @@ class Signals:
 
 def select_rows(batch: Batch, signals: Signals, rows: list[int]) -> tuple[Batch, Signals]:
     """A minibatch of both, trimmed to the rows' longest sequence."""
-    return batch.select(rows), signals.select(rows, batch.width(rows))
+    width = batch.width(rows)
+    return batch.select(rows, width), signals.select(rows, width)
 
 
 def _to(x: torch.Tensor | None, device) -> torch.Tensor | None:

@@ -47,7 +47,6 @@ class Run:
         save_config(cfg, self.dir / "config.yaml")
         self.logs = [self.dir / name for name in ("metrics.jsonl", "trajectories.jsonl", EVAL_LOG)]
         self.saved_at, self.interrupted = 0, False
-        self.sinks: list[JsonlSink] = []
         self.term: TermSignal | None = None
 
     @property
