@@ -71,6 +71,8 @@ def test_scripted_episode_reward_hand_computed(env):
             "ok": True,
             "error_code": None,
             "content": obs[0]["content"],
+            "truncated_output": False,
+            "coerced": [],
         }
     ]
     # Turn 2: a valid call (lower case, padded) plus a malformed one -> format 0 this turn.
