@@ -124,12 +124,34 @@ def coerce_arguments(
     return out, coerced
 
 
+def unknown_argument_error(tool: Tool, arguments: dict[str, Any]) -> str | None:
+    """A message naming argument keys the schema does not list, or None.
+
+    A schema without ``additionalProperties`` admits any key, but a tool function does not
+    take keys it does not name (the call would fail inside it as a TypeError, scored as the
+    tool's fault). Only a schema that says ``additionalProperties`` (true or a schema) admits
+    extra keys.
+    """
+    props = tool.parameters.get("properties")
+    if not isinstance(props, dict) or tool.parameters.get("additionalProperties"):
+        return None
+    extra = [k for k in arguments if k not in props]
+    if not extra:
+        return None
+    names = ", ".join(shown(k) for k in extra[:5])
+    allowed = ", ".join(props) or "none"
+    return f"{tool.name}: unknown argument {names}; its arguments are: {allowed}."
+
+
 def validate_arguments(
     tool: Tool, arguments: Any, *, coerce: bool = False
 ) -> tuple[dict[str, Any], str | None, list[str]]:
     """Check ``arguments`` against ``tool``'s schema; see the module docstring."""
     if not isinstance(arguments, dict):
         return {}, f"{tool.name}: arguments must be an object, got {type(arguments).__name__}.", []
+    unknown = unknown_argument_error(tool, arguments)
+    if unknown is not None:
+        return arguments, unknown, []
     validator = validator_for(tool)
     try:
         err = jsonschema.exceptions.best_match(validator.iter_errors(arguments))

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 import time
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentrl.chat.parser import parse_action
 from agentrl.tools.guard import FAILURE_CLASSES, ToolGuard
 from agentrl.tools.health import HealthBoard
-from agentrl.tools.registry import ToolRegistry, tool
+from agentrl.tools.registry import ToolRegistry, tool, tool_from_schema
 from agentrl.tools.settings import ToolsConfig
 from agentrl.tools.validate import validate_arguments
 from agentrl.types import PARSE_ERROR_CODES, ToolCall
@@ -71,15 +70,11 @@ def check_result(call: ToolCall, result) -> None:
     if not result.ok:
         assert result.error_code in FAILURE_CLASSES and body["error"] == result.error_code
         assert 0 < len(body["message"]) <= 1_100
-    extra = t is not None and set(args) - set(t.parameters["properties"])
     if t is None:
         assert result.error_code == "unknown_tool"
         assert body["message"] == f"No tool named {call.name!r}. Available tools: get, pick."
     elif error is not None:
         assert result.error_code == "invalid_arguments" and body["message"] == error
-    elif extra:  # today's gap, see test_an_unknown_argument_name_is_invalid_arguments
-        assert result.error_code == "exception"
-        assert f"{t.name}() got an unexpected keyword argument" in body["message"]
     else:
         assert result.ok, result.content
         assert result.content == (args["unit"] if t is pick else json.dumps(args["n"]))
@@ -99,6 +94,7 @@ def test_parser_then_guard_never_raise_and_stay_fast(text):
 
 
 ERROR_FACTS = (
+    "unknown argument",
     "is a required property",
     "Additional properties are not allowed",
     "must be of type",
@@ -178,11 +174,13 @@ def test_huge_and_deep_arguments():
     assert time.perf_counter() - start < 2.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="@tool schemas allow keys the function does not take: the call passes validation "
-    "and fails inside the tool as a TypeError ('exception'); see the issue 13 report",
-)
 def test_an_unknown_argument_name_is_invalid_arguments():
     result = GUARD.call(ToolCall("get", {"n": 3, "x": 1}))
-    assert result.error_code == "invalid_arguments" and "'x'" in result.content
+    assert result.error_code == "invalid_arguments"
+    assert json.loads(result.content)["message"] == (
+        "get: unknown argument 'x'; its arguments are: n, tags."
+    )
+    # a schema that admits extra keys lets them through to the tool
+    t = tool_from_schema("free", "Free.", {**get.parameters, "additionalProperties": True},
+                         lambda **kw: sorted(kw), get.policy)  # fmt: skip
+    assert validate_arguments(t, {"n": 1, "x": 2}) == ({"n": 1, "x": 2}, None, [])
