@@ -1,19 +1,21 @@
 """Run many episodes together: the only place where model output meets an environment.
 
-Each turn, every live episode's token ids go into one batched generation. Sampled ids are
-appended with loss mask 1 and their log-probs; the environment's reply is rendered through the
-chat template as a *delta* and appended with mask 0 (DESIGN contract 1: history is never
-re-tokenized). Finished episodes drop out of the batch.
+Episodes decode together in one engine session (``agentrl.engine``): an episode whose turn
+ends steps its environment while the others keep decoding, then its next turn starts from the
+environment's reply alone (its KV cache is kept). Sampled ids are appended with loss mask 1
+and their log-probs; the environment's reply is rendered through the chat template as a
+*delta* and appended with mask 0 (DESIGN contract 1: history is never re-tokenized).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from agentrl.chat.render import encode_delta, encode_prompt
-from agentrl.policy.generate import HFGenerator
+from agentrl.engine.decoder import draw_seeds
+from agentrl.engine.turns import open_session
 from agentrl.types import RewardBreakdown, Trajectory
 
 
@@ -76,18 +78,43 @@ def _finish(live: _Live, termination: str, reward: RewardBreakdown) -> Trajector
     )
 
 
-def _step_all(pairs: list[tuple[object, str]]) -> list[tuple]:
-    """``env.step(text)`` for each pair; concurrently when every env says its steps may
-    overlap (``concurrent_steps``: its tools run in worker processes), so slow tool calls of
-    many episodes wait together. Each env is stepped by one thread only."""
-    if len(pairs) < 2 or not all(getattr(env, "concurrent_steps", False) for env, _ in pairs):
-        return [env.step(text) for env, text in pairs]
-    with ThreadPoolExecutor(max_workers=min(32, len(pairs))) as pool:
-        return list(pool.map(lambda pair: pair[0].step(pair[1]), pairs))
+def _concurrent(envs: list[object]) -> bool:
+    """Whether every env says its steps may overlap (``concurrent_steps``: its tools run in
+    worker processes), so slow tool calls of many episodes wait together while others
+    decode. Otherwise steps run inline, in a fixed order (a reproducible rollout)."""
+    return len(envs) > 1 and all(getattr(env, "concurrent_steps", False) for env in envs)
+
+
+class _Stepper:
+    """``env.step(text)`` now (inline) or in a worker thread (concurrent envs)."""
+
+    def __init__(self, concurrent: bool, workers: int):
+        self.pool = ThreadPoolExecutor(max_workers=workers) if concurrent else None
+        self.inline: list[tuple[int, tuple]] = []
+        self.futures: dict[Future, int] = {}
+
+    def submit(self, i: int, env, text: str) -> None:
+        if self.pool is None:
+            self.inline.append((i, env.step(text)))
+        else:
+            self.futures[self.pool.submit(env.step, text)] = i
+
+    def results(self, block: bool) -> list[tuple[int, tuple]]:
+        """Steps that are done (``block``: wait for at least one if none is)."""
+        out, self.inline = self.inline, []
+        if self.futures and (block or any(f.done() for f in self.futures)):
+            finished, _ = wait(self.futures, return_when=FIRST_COMPLETED)
+            for f in sorted(finished, key=lambda f: self.futures[f]):
+                out.append((self.futures.pop(f), f.result()))
+        return out
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
 
 
 def run_episodes(
-    generator: HFGenerator,
+    generator,
     make_env: Callable[..., object],
     specs: list[EpisodeSpec],
     *,
@@ -98,7 +125,11 @@ def run_episodes(
     greedy: bool = False,
     on_turn: Callable[[int, int], None] | None = None,
 ) -> list[Trajectory]:
-    """Play one episode per spec to the end; returns trajectories in spec order."""
+    """Play one episode per spec to the end; returns trajectories in spec order.
+
+    ``generator``: an ``agentrl.engine.Engine`` (each episode keeps its KV cache across turns,
+    finished episodes' rows are refilled) or anything with a batch ``generate``.
+    """
     tok = generator.tokenizer
     live: list[_Live] = []
     for spec in specs:
@@ -107,55 +138,70 @@ def run_episodes(
         prompt = encode_prompt(tok, messages, env.tool_schemas)
         live.append(_Live(env, spec, str(info.get("task_id", spec.seed)), [], [], [], []))
         live[-1].append(prompt, None, -1)
+    sess = open_session(generator, len(live), max_total_tokens, temperature=temperature,
+                        top_p=top_p, greedy=greedy)  # fmt: skip
     done: dict[int, Trajectory] = {}
-    active = list(range(len(live)))
-    while active:
-        budget = [max_total_tokens - len(live[i].ids) for i in active]
-        for i, b in zip(list(active), budget, strict=True):
-            if b <= 0:  # the prompt alone is over the limit
-                done[i] = _finish(live[i], "length", live[i].env.finish("length"))
-                active.remove(i)
-        if not active:
-            break
-        n_new = max(
-            1, min(max_new_tokens, max(max_total_tokens - len(live[i].ids) for i in active))
-        )
-        samples = generator.generate(
-            [live[i].ids for i in active],
-            max_new_tokens=n_new,
-            temperature=temperature,
-            top_p=top_p,
-            greedy=greedy,
-        )
-        still: list[int] = []
-        texts: dict[int, str] = {}
-        for i, sample in zip(active, samples, strict=True):
-            ep = live[i]
-            room = max_total_tokens - len(ep.ids)
-            ids, lps = sample.ids[:room], sample.logprobs[:room]
-            ep.append(ids, lps, ep.turn)
-            ep.turn += 1
-            if not sample.stopped or len(ids) < len(sample.ids):
-                done[i] = _finish(ep, "length", ep.env.finish("length"))
-                continue
-            texts[i] = tok.decode(ids[:-1], skip_special_tokens=False)
-        steps = _step_all([(live[i].env, text) for i, text in texts.items()])
-        for i, step in zip(texts, steps, strict=True):
-            ep = live[i]
-            obs, _reward, terminated, truncated, info = step
-            ep.tool_calls.extend(info.get("tool_calls", []))
-            ep.parse_errors.extend(info.get("parse_errors", []))
-            if terminated or truncated:
-                done[i] = _finish(ep, info["termination"], info["reward"])
-                continue
-            history = ep.env.messages[: len(ep.env.messages) - len(obs)]
-            delta = encode_delta(tok, history, obs, ep.env.tool_schemas)
-            if len(ep.ids) + len(delta) >= max_total_tokens:
-                done[i] = _finish(ep, "length", ep.env.finish("length"))
-                continue
-            ep.append(delta, None, -1)
-            still.append(i)
-        active = still
+
+    def finish(i: int, termination: str, reward: RewardBreakdown | None = None) -> None:
+        ep = live[i]
+        done[i] = _finish(ep, termination, reward or ep.env.finish(termination))
+        sess.release(i)
         if on_turn is not None:
             on_turn(len(done), len(live))
+
+    starting = [i for i, ep in enumerate(live) if len(ep.ids) < max_total_tokens]
+    shared = _shared_prefix(generator, [live[i].ids for i in starting])
+    if shared:
+        sess.set_prefix(live[starting[0]].ids[:shared])
+    for i, seed in zip(starting, draw_seeds(len(starting)), strict=True):
+        sess.add(i, live[i].ids, _budget(live[i], max_new_tokens, max_total_tokens), seed)
+    for i in set(range(len(live))) - set(starting):  # the prompt alone is over the limit
+        finish(i, "length")
+    stepper = _Stepper(_concurrent([ep.env for ep in live]), min(32, max(1, len(live))))
+    try:
+        while len(done) < len(live):
+            for i, sample in sess.step() if sess.busy else []:
+                ep = live[i]
+                room = max_total_tokens - len(ep.ids)
+                ids, lps = sample.ids[:room], sample.logprobs[:room]
+                ep.append(ids, lps, ep.turn)
+                ep.turn += 1
+                if not sample.stopped or len(ids) < len(sample.ids):
+                    finish(i, "length")
+                else:
+                    stepper.submit(i, ep.env, tok.decode(ids[:-1], skip_special_tokens=False))
+            for i, step in stepper.results(block=not sess.busy):
+                _after_step(live[i], i, step, sess, finish, tok, max_new_tokens, max_total_tokens)
+    finally:
+        stepper.close()
     return [done[i] for i in range(len(live))]
+
+
+def _after_step(ep: _Live, i: int, step: tuple, sess, finish, tok, max_new: int,
+                max_total: int) -> None:  # fmt: skip
+    """An environment step is back: end the episode, or start its next turn with the delta."""
+    obs, _reward, terminated, truncated, info = step
+    ep.tool_calls.extend(info.get("tool_calls", []))
+    ep.parse_errors.extend(info.get("parse_errors", []))
+    if terminated or truncated:
+        finish(i, info["termination"], info["reward"])
+        return
+    history = ep.env.messages[: len(ep.env.messages) - len(obs)]
+    delta = encode_delta(tok, history, obs, ep.env.tool_schemas)
+    if len(ep.ids) + len(delta) >= max_total:
+        finish(i, "length")
+        return
+    ep.append(delta, None, -1)
+    sess.extend(i, delta, _budget(ep, max_new, max_total))
+
+
+def _budget(ep: _Live, max_new: int, max_total: int) -> int:
+    """This turn's token budget: ``max_new``, or what is left of ``max_total``."""
+    return max(1, min(max_new, max_total - len(ep.ids)))
+
+
+def _shared_prefix(generator, prompts: list[list[int]]) -> int:
+    """Prompt tokens every episode shares, when the generator computes them once."""
+    if not prompts or not getattr(generator, "supports_sessions", False):
+        return 0
+    return generator.shared_prefix(prompts)

@@ -34,12 +34,12 @@ def main() -> None:
     policy: object = "reference"
     if args.policy != "reference":
         from agentrl.chat.render import stop_token_ids
+        from agentrl.engine.decoder import Engine
         from agentrl.eval.api import resolve_model_path
-        from agentrl.policy.generate import HFGenerator
         from agentrl.policy.loading import load_policy
 
         model, tok = load_policy(resolve_model_path(args.policy), device=args.device)
-        gen = HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id)
+        gen = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
         policy = HFBFCLPolicy(gen, max_new_tokens=args.max_new_tokens)
     report: dict = {"policy": args.policy, "accuracy": {}, "entries": {}}
     t0 = time.time()

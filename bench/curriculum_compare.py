@@ -27,9 +27,9 @@ from agentrl.algos.batch import build_batch
 from agentrl.algos.grpo import compute_advantages, grpo_update
 from agentrl.chat.render import stop_token_ids
 from agentrl.curriculum import Assignment, Curriculum
+from agentrl.engine.decoder import Engine
 from agentrl.envs import make
 from agentrl.envs.reference import run_reference_episode
-from agentrl.policy.generate import HFGenerator
 from agentrl.policy.loading import load_policy
 from agentrl.rollout import EpisodeSpec, run_episodes
 from agentrl.sft import sft_train
@@ -82,7 +82,7 @@ def evaluate(gen, envs: list[str], args) -> float:
 
 def run_arm(name: str, base, tok, envs: list[str], args) -> list[dict]:
     model = copy.deepcopy(base)
-    gen = HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id)
+    gen = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     rng = random.Random(args.seed)
     cur = Curriculum([[e] for e in envs], levels_of, window=args.window, seed=args.seed)

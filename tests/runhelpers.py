@@ -34,6 +34,8 @@ class ToolCallingGenerator:
     forced call's log-probs are the model's own, from a forward pass, as a sampler's would be.
     """
 
+    supports_sessions = False  # turn by turn through ``generate`` (the rollout's TurnSession)
+
     def __init__(self, inner):
         self.inner = inner
 

@@ -6,7 +6,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from agentrl.policy.generate import HFGenerator
+from agentrl.engine.decoder import Engine
 from agentrl.rollout import EpisodeSpec, run_episodes
 from agentrl.types import Trajectory
 
@@ -37,7 +37,7 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
 
 
 def evaluate(
-    generator: HFGenerator,
+    generator: Engine,
     make_env: Callable[[], object],
     *,
     episodes: int,

@@ -1,0 +1,87 @@
+"""``Engine``: agentrl's own decode loop for transformers causal LMs.
+
+Two ways in:
+
+- ``session(...)``: a ``DecodeSession`` for a rollout: sequences keep their KV cache across
+  turns, the batch is refilled as sequences finish (``agentrl.rollout`` drives it);
+- ``generate(prompts, ...)``: one turn for a list of prompts (the interface of
+  ``HFGenerator``, for evaluation code and tests), through a session.
+
+Every sequence samples from its own random stream, seeded from the global torch RNG once per
+call (so checkpointed RNG state makes a rollout reproducible, and the batch a sequence shares
+does not change what it samples). No (B, N, V) logits are kept: each step reads one row of
+logits per sequence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from agentrl.engine.session import DecodeSession
+from agentrl.policy.generate import Sample
+from agentrl.policy.prefix import MIN_SHARED_PREFIX, common_prefix_length
+
+DEFAULT_SLOTS = 64  # rows that decode together (the KV cache holds this many sequences)
+
+
+def draw_seeds(n: int) -> list[int]:
+    """``n`` per-sequence seeds from one draw of the global torch RNG."""
+    base = int(torch.randint(0, 2**62, (1,)))
+    return [base + i for i in range(n)]
+
+
+class Engine:
+    """Decode for many sequences at once with a causal LM; see the module docstring.
+
+    ``slots``: how many sequences decode together (more wait in a queue for a free slot).
+    ``share_prefix``: a prompt prefix all sequences share is computed once.
+    """
+
+    supports_sessions = True
+
+    def __init__(self, model: Any, tokenizer: Any, stop_ids: list[int], pad_id: int,
+                 slots: int = DEFAULT_SLOTS, share_prefix: bool = True) -> None:  # fmt: skip
+        self.model, self.tokenizer = model, tokenizer
+        self.stop_ids, self.pad_id = list(stop_ids), pad_id
+        self.slots, self.share_prefix = slots, share_prefix
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def session(self, n_sequences: int, capacity: int, *, temperature: float = 1.0,
+                top_p: float = 1.0, greedy: bool = False) -> DecodeSession:  # fmt: skip
+        """A session for up to ``n_sequences`` sequences of at most ``capacity`` tokens."""
+        return DecodeSession(self.model, self.stop_ids, self.pad_id,
+                             slots=max(1, min(self.slots, n_sequences)), capacity=capacity,
+                             temperature=temperature, top_p=top_p, greedy=greedy)  # fmt: skip
+
+    def shared_prefix(self, prompts: list[list[int]]) -> int:
+        """Tokens all ``prompts`` share, worth computing once (0 when too few)."""
+        if not self.share_prefix or len(prompts) < 2:
+            return 0
+        n = common_prefix_length(prompts)
+        return n if n >= MIN_SHARED_PREFIX else 0
+
+    def generate(self, prompts: list[list[int]], *, max_new_tokens: int,
+                 temperature: float = 1.0, top_p: float = 1.0,
+                 greedy: bool = False) -> list[Sample]:  # fmt: skip
+        """One turn for each prompt: sampled ids (stop token included) and their log-probs."""
+        if not prompts:
+            return []
+        capacity = max(map(len, prompts)) + max_new_tokens
+        sess = self.session(len(prompts), capacity, temperature=temperature, top_p=top_p,
+                            greedy=greedy)  # fmt: skip
+        shared = self.shared_prefix(prompts)
+        if shared:
+            sess.set_prefix(prompts[0][:shared])
+        for i, (p, seed) in enumerate(zip(prompts, draw_seeds(len(prompts)), strict=True)):
+            sess.add(i, p, max_new_tokens, seed)
+        out: dict[int, Sample] = {}
+        while len(out) < len(prompts):
+            for key, sample in sess.step():
+                out[key] = sample
+                sess.release(key)
+        return [out[i] for i in range(len(prompts))]

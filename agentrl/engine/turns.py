@@ -1,0 +1,65 @@
+"""The session interface over any batch generator: ``generate(prompts, ...) -> [Sample]``.
+
+``open_session`` gives the rollout one way to drive every generator. An ``Engine`` brings its
+own ``DecodeSession`` (cross-turn KV cache, continuous batching). Anything else with a batch
+``generate`` (a scripted test policy, an HTTP policy, ``HFGenerator``) is wrapped in
+``TurnSession``: each ``step`` sends every sequence that is in a turn, whole, to one
+``generate`` call, turn by turn, as the rollout did before the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from agentrl.policy.generate import Sample
+
+
+class TurnSession:
+    """One ``generate`` call per step for all sequences in a turn (no cache across turns)."""
+
+    def __init__(self, generator: Any, *, temperature: float, top_p: float, greedy: bool):
+        self.generator = generator
+        self.options = {"temperature": temperature, "top_p": top_p, "greedy": greedy}
+        self.ids: dict[Hashable, list[int]] = {}
+        self.budget: dict[Hashable, int] = {}
+        self.in_turn: list[Hashable] = []
+
+    def set_prefix(self, ids: list[int]) -> None:
+        """Nothing to do: a batch generator finds shared prefixes itself, if it can."""
+
+    def add(self, key: Hashable, prompt: list[int], max_new: int, seed: int | None) -> None:
+        self.ids[key], self.budget[key] = list(prompt), max_new
+        self.in_turn.append(key)
+
+    def extend(self, key: Hashable, delta: list[int], max_new: int) -> None:
+        self.ids[key].extend(delta)
+        self.budget[key] = max_new
+        self.in_turn.append(key)
+
+    def release(self, key: Hashable) -> None:
+        self.ids.pop(key, None)
+        self.in_turn = [k for k in self.in_turn if k != key]
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.in_turn)
+
+    def step(self) -> list[tuple[Hashable, Sample]]:
+        keys, self.in_turn = self.in_turn, []
+        n_new = max(1, max(self.budget[k] for k in keys))
+        samples = self.generator.generate([self.ids[k] for k in keys], max_new_tokens=n_new,
+                                          **self.options)  # fmt: skip
+        for k, s in zip(keys, samples, strict=True):
+            self.ids[k].extend(s.ids)
+        return list(zip(keys, samples, strict=True))
+
+
+def open_session(generator: Any, n_sequences: int, capacity: int, *, temperature: float = 1.0,
+                 top_p: float = 1.0, greedy: bool = False) -> Any:  # fmt: skip
+    """The generator's own session when it has one (``supports_sessions``), else a
+    ``TurnSession`` around its batch ``generate``."""
+    options = {"temperature": temperature, "top_p": top_p, "greedy": greedy}
+    if getattr(generator, "supports_sessions", False):
+        return generator.session(n_sequences, capacity, **options)
+    return TurnSession(generator, **options)
