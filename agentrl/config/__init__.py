@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from agentrl.config.algo import AlgoConfig, GRPOConfig, KLConfig, PPOConfig, ScheduleConfig
 from agentrl.config.base import Section
@@ -31,15 +31,36 @@ __all__ = [
 ]
 
 
+#: Named chat templates (agentrl.policy.templates.TEMPLATE_CHOICES; config imports no policy).
+CHAT_TEMPLATE_NAMES = ("auto", "qwen2.5")
+
+
 class ModelConfig(Section):
     name: str = Field(
         "agentrl/tiny",
-        description="HF hub id or local path; 'agentrl/tiny' builds the local tiny model.",
+        description="HF hub id or local path, a .gguf file, a packaged model id "
+        "('agentrl/smollm2-135m'), or 'agentrl/tiny' (builds the local tiny model).",
     )
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="'auto' = fp32 on CPU, bf16 on CUDA."
     )
     device: str = Field("auto", description="'auto', 'cpu' or 'cuda[:N]'.")
+    chat_template: str = Field(
+        "auto",
+        description="'auto' (the model's own template if it renders tools, else a GGUF or "
+        "packaged model's default), 'qwen2.5' (agentrl's Qwen2.5 tool template), or the path "
+        "of a Jinja file.",
+    )
+
+    @field_validator("chat_template")
+    @classmethod
+    def _check_chat_template(cls, value: str) -> str:
+        if value in CHAT_TEMPLATE_NAMES or Path(value).expanduser().is_file():
+            return value
+        raise ValueError(
+            f"must be one of {', '.join(CHAT_TEMPLATE_NAMES)} or the path of a Jinja file "
+            "(no file is there)"
+        )
 
 
 class TaskConfig(Section):

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from agentrl.chat.render import stop_token_ids
+from agentrl.engine.decoder import Engine
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.eval.policies import OpenAIPolicy, ReferencePolicy, TextPolicy, run_text_episode
 from agentrl.eval.runner import evaluate
 from agentrl.eval.suites import SUITES, run_suite, summarize_records
-from agentrl.policy.generate import HFGenerator
 from agentrl.policy.loading import load_policy
 
 
@@ -30,6 +30,8 @@ def resolve_model_path(model_or_run_dir: str) -> str:
         )
     if (p / "model" / "config.json").is_file():
         return str(p / "model")
+    if p.is_file() and p.suffix.lower() == ".gguf":
+        return model_or_run_dir
     if p.exists() and not (p / "config.json").is_file():
         raise FileNotFoundError(
             f"{model_or_run_dir!r} is neither a run directory (with model/) nor a saved model "
@@ -56,7 +58,7 @@ def evaluate_model(
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
     make(task, max_turns=max_turns)
     model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
-    generator = HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id)
+    generator = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
 
     def make_env():
         return make(task, max_turns=max_turns)
@@ -84,9 +86,9 @@ def load_text_policy(spec: str, seed: int = 0) -> TextPolicy | None:
     return None
 
 
-def _hf_generator(model_or_run_dir: str, device: str) -> HFGenerator:
+def _hf_generator(model_or_run_dir: str, device: str) -> Engine:
     model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
-    return HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id)
+    return Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
 
 
 def evaluate_text_task(

@@ -1,8 +1,13 @@
-"""Load a policy (model + tokenizer) from a local path, the HF hub, or the local tiny model.
+"""Load a policy (model + tokenizer): a local path, a hub id, a ``.gguf`` file, a packaged
+model, or the local tiny model.
 
 ``"agentrl/tiny"`` builds (or reuses) the tiny model with ``build_tiny_model`` and needs no
-network; any other id goes to ``from_pretrained`` (a local directory or a hub id). The
-tokenizer's chat template must render tools, since every agent prompt lists them.
+network. A ``.gguf`` file, or a packaged model id such as ``"agentrl/smollm2-135m"``
+(``agentrl.policy.packaged``), is converted once to a cached HF directory
+(``agentrl.policy.gguf``). Any other id goes to ``from_pretrained`` (a local directory or a hub
+id). ``chat_template`` (``model.chat_template``) may replace the tokenizer's template
+(``agentrl.policy.templates``); the template must render tools, since every agent prompt lists
+them.
 """
 
 from __future__ import annotations
@@ -14,24 +19,26 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from agentrl.chat.render import render_text
+from agentrl.policy.gguf import cached_gguf_dir
+from agentrl.policy.packaged import default_template_for, is_packaged, packaged_file
+from agentrl.policy.templates import apply_chat_template, check_tool_template
+
+__all__ = [
+    "DTYPES",
+    "check_tool_template",
+    "load_policy",
+    "load_tokenizer",
+    "resolve_dtype",
+    "resolve_model_dir",
+    "save_policy",
+]
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-#: Text whose tokens show whether a loaded tokenizer splits like its own tokenizer.json.
-_SPLIT_PROBE = 'It is 4821 * 377 = 1817517 in Buenos Aires, {"city": "Paris"} -7\u00b0C.\n  x'
-
-_PROBE_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "agentrl_probe_tool",
-        "description": "A probe.",
-        "parameters": {
-            "type": "object",
-            "properties": {"x": {"type": "string"}},
-            "required": ["x"],
-        },
-    },
-}
+#: Text whose tokens show whether a loaded tokenizer splits like its own tokenizer.json
+#: (numbers, JSON, a degree sign, and runs of spaces before a word and before a digit).
+_SPLIT_PROBE = (
+    'It is 4821 * 377 = 1817517 in Buenos Aires, {"city": "Paris"} -7\u00b0C.\n  x\n    42'
+)
 
 
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
@@ -41,22 +48,6 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     if dtype == "auto":
         return torch.float32 if str(device).startswith("cpu") else torch.bfloat16
     return getattr(torch, dtype)
-
-
-def check_tool_template(tokenizer: Any, name: str) -> None:
-    """Raise ValueError unless the tokenizer's chat template renders a tool schema."""
-    if not getattr(tokenizer, "chat_template", None):
-        raise ValueError(f"{name}: tokenizer has no chat template; a template with tools is needed")
-    msgs = [{"role": "user", "content": "hi"}]
-    try:
-        text = render_text(tokenizer, msgs, [_PROBE_TOOL], add_generation_prompt=True)
-    except Exception as e:  # a template that chokes on tools
-        raise ValueError(f"{name}: chat template failed to render tools ({e})") from e
-    if "agentrl_probe_tool" not in text:
-        raise ValueError(
-            f"{name}: the chat template doesn't support tools (a tool's name is not rendered); "
-            "use a tool-calling model (e.g. Qwen2.5-Instruct) or 'agentrl/tiny'"
-        )
 
 
 def load_tokenizer(path: str | Path) -> Any:
@@ -78,17 +69,40 @@ def load_tokenizer(path: str | Path) -> Any:
     return tokenizer
 
 
-def load_policy(
-    model_id_or_path: str, *, dtype: str = "auto", device: str = "cpu"
-) -> tuple[Any, Any]:
-    """(model, tokenizer) for a path, a hub id, or ``"agentrl/tiny"``; model in eval mode."""
+def resolve_model_dir(model_id_or_path: str) -> str | Path:
+    """The HF directory (or hub id) ``model_id_or_path`` loads from, built or converted first.
+
+    ``agentrl/tiny``: the cached tiny build. A packaged id: its distribution's ``.gguf``,
+    converted (``PackageMissingError``, an ImportError, when not installed). A path ending in
+    ``.gguf``: that file, converted. Anything else is returned as given.
+    """
     from agentrl.tiny.builder import TINY_MODEL_ID, build_tiny_model
 
-    torch_dtype = resolve_dtype(dtype, device)
-    path: str | Path = model_id_or_path
     if model_id_or_path == TINY_MODEL_ID:
-        path = build_tiny_model()
+        return build_tiny_model()
+    if is_packaged(model_id_or_path):
+        gguf_path = packaged_file(model_id_or_path)
+        return cached_gguf_dir(gguf_path, default_template_for(gguf_path))
+    if model_id_or_path.lower().endswith(".gguf"):
+        return cached_gguf_dir(model_id_or_path, default_template_for(model_id_or_path))
+    return model_id_or_path
+
+
+def load_policy(
+    model_id_or_path: str,
+    *,
+    dtype: str = "auto",
+    device: str = "cpu",
+    chat_template: str = "auto",
+) -> tuple[Any, Any]:
+    """(model, tokenizer) for any ``model.name`` (see ``resolve_model_dir``); model in eval mode.
+
+    ``chat_template``: ``auto`` (the tokenizer's own), ``qwen2.5`` or a Jinja file's path.
+    """
+    torch_dtype = resolve_dtype(dtype, device)
+    path = resolve_model_dir(model_id_or_path)
     tokenizer = load_tokenizer(path)
+    apply_chat_template(tokenizer, chat_template, model_id_or_path)
     check_tool_template(tokenizer, model_id_or_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

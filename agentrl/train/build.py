@@ -17,10 +17,10 @@ from agentrl.algos.value import Critic, make_critic
 from agentrl.chat.render import stop_token_ids
 from agentrl.config import Config
 from agentrl.curriculum import family_levels
+from agentrl.engine.decoder import Engine
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.envs.reference import run_reference_episode
-from agentrl.policy.generate import HFGenerator
 from agentrl.policy.loading import load_policy
 from agentrl.sft import sft_train
 from agentrl.tools import runtime as tools_runtime
@@ -71,12 +71,14 @@ def env_factory(cfg: Config):
     return make_env
 
 
-def load_generator(cfg: Config) -> tuple[Any, Any, HFGenerator, str]:
+def load_generator(cfg: Config) -> tuple[Any, Any, Engine, str]:
     """(model, tokenizer, generator, device) for ``cfg.model``."""
     device = resolve_device(cfg.model.device)
     dtype = resolve_dtype(cfg.model.dtype, device)
-    model, tok = load_policy(cfg.model.name, dtype=dtype, device=device)
-    return model, tok, HFGenerator(model, tok, stop_token_ids(tok), tok.pad_token_id), device
+    model, tok = load_policy(
+        cfg.model.name, dtype=dtype, device=device, chat_template=cfg.model.chat_template
+    )
+    return model, tok, Engine(model, tok, stop_token_ids(tok), tok.pad_token_id), device
 
 
 def collect_demos(
