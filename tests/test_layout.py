@@ -22,7 +22,8 @@ MAX_FUNCTION_LINES = 80
 TRAIN = ("agentrl.train", "agentrl.trainer", "agentrl.rl_setup")  # the last two move into train/
 LAYER_RULES = (  # (importer layers, forbidden layers)
     (("agentrl.eval", "agentrl.serve"), TRAIN),
-    (("agentrl.policy",), ("agentrl.algos",)),
+    (("agentrl.policy",), ("agentrl.algos", "agentrl.engine")),
+    (("agentrl.engine",), ("agentrl.rollout", "agentrl.algos", *TRAIN)),
 )
 
 Graph = dict[str, set[str]]
