@@ -32,6 +32,7 @@ PARSE_ERROR_CODES: tuple[str, ...] = (
     "empty_call",  # <tool_call></tool_call>
     "stray_close_tag",  # </tool_call> with no opening tag
     "too_large",  # call body over the size limit
+    "too_many_calls",  # calls past the per-turn cap (parser.MAX_CALLS), not run
 )
 
 

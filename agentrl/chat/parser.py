@@ -131,6 +131,11 @@ def parse_action(text: str) -> ParsedAction:
             continue
         item, pos = _decode_body(text, body_start)
         (calls if isinstance(item, ToolCall) else errors).append(item)
+    skipped = text.count(OPEN, pos)
+    if skipped:  # past the cap: said, not dropped silently
+        errors.append(_error("too_many_calls", f"A turn runs at most {MAX_CALLS} tool calls; "
+                             f"{skipped} more were not run."))  # fmt: skip
+        outside.append(text[pos:].split(OPEN, 1)[0])
     free_text = "".join(outside).strip()
     free_text = re.sub(r"```[a-zA-Z]*\s*```", "", free_text).strip()
     return ParsedAction(free_text, tuple(calls), tuple(errors))

@@ -26,6 +26,7 @@ KEY_FACT = {  # what each error's message must say, besides the format hint
     "empty_call": "block is empty",
     "stray_close_tag": "</tool_call> appeared without <tool_call>",
     "too_large": f"the limit is {MAX_CALL_CHARS}",
+    "too_many_calls": f"at most {MAX_CALLS} tool calls",
 }
 PARSE_SECONDS = 1.0  # generous: the machine is shared; a pathological case takes far longer
 
@@ -39,7 +40,7 @@ def timed_parse(text: str) -> ParsedAction:
     start = time.perf_counter()
     action = parse_action(text)
     assert time.perf_counter() - start < PARSE_SECONDS
-    assert len(action.tool_calls) + len(action.errors) <= MAX_CALLS
+    assert len(action.tool_calls) + len(action.errors) <= MAX_CALLS + 1  # + too_many_calls
     for err in action.errors:
         assert err.code in PARSE_ERROR_CODES
         detail = err.message.removesuffix(HINT)
@@ -224,6 +225,8 @@ def test_several_calls_stop_at_the_cap():
     text = "".join(f'<tool_call>{{"name": "f{i}"}}</tool_call>' for i in range(MAX_CALLS + 4))
     a = timed_parse(text)
     assert a.tool_calls == tuple(ToolCall(f"f{i}", {}) for i in range(MAX_CALLS))
+    assert codes(a) == ["too_many_calls"]  # the model is told, not silently cut
+    assert a.errors[0].message.startswith("A turn runs at most 16 tool calls; 4 more were not run.")
 
 
 def test_code_fences_inside_and_outside():
@@ -239,7 +242,7 @@ def test_huge_inputs_stay_bounded():
     cases = {
         OPEN * 100_000: ["too_large"],
         CLOSE * 100_000: ["stray_close_tag"] * MAX_CALLS,
-        "<tool_call>{}</tool_call>" * 10_000: ["missing_name"] * MAX_CALLS,
+        "<tool_call>{}</tool_call>" * 10_000: ["missing_name"] * MAX_CALLS + ["too_many_calls"],
         OPEN + '{"a": ' * 10_000: ["unclosed_tag"],
         OPEN + "{" * 60_000 + CLOSE: ["invalid_json"],
     }

@@ -18,3 +18,17 @@ def test_library_offers_all_tools_and_reference_solves():
         assert needed < names
     assert len(families) >= 3
     assert check_env(env, seeds=range(4))["success_rate"] == 1.0
+
+
+def test_library_without_math_says_so(monkeypatch):
+    import sys
+    import warnings
+
+    from agentrl.envs.tasks.library import default_families
+
+    monkeypatch.setitem(sys.modules, "agentrl.envs.tasks.mathgym", None)  # import fails
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        names = [f.name for f in default_families()]
+    assert "math" not in names and len(names) == 3
+    assert any("library tasks without math" in str(w.message) for w in caught)

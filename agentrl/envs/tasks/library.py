@@ -10,6 +10,7 @@ the reference solver are the chosen family's own. Library level ``L`` draws fami
 from __future__ import annotations
 
 import random
+import warnings
 from typing import Any
 
 from agentrl.envs.task import TaskFamily, TaskInstance
@@ -31,8 +32,8 @@ def default_families() -> list[TaskFamily]:
         from agentrl.envs.tasks.mathgym import MathFamily
 
         fams.append(MathFamily())
-    except ImportError:
-        pass
+    except ImportError as e:  # said once, not dropped silently
+        warnings.warn(f"library tasks without math: {e}", stacklevel=2)
     return fams
 
 
