@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from agentrl.algos.batch import Batch, Signals
-from agentrl.algos.forward import forward_logprobs
+from agentrl.algos.forward import forward_logprobs, policy_hidden
 from agentrl.algos.gae import gae, whiten
 from agentrl.algos.kl import kl_estimate
 from agentrl.algos.losses import clipped_policy_loss, clipped_value_loss, masked_mean
@@ -124,11 +124,7 @@ def rollout_values(
     for s in range(0, batch.input_ids.shape[0], chunk):
         rows = list(range(s, min(s + chunk, batch.input_ids.shape[0])))
         sub = batch.select(rows).to(device)
-        hidden = None
-        if not critic.separate:
-            hidden = model(
-                input_ids=sub.input_ids, attention_mask=sub.attention, output_hidden_states=True
-            ).hidden_states[-1]
+        hidden = None if critic.separate else policy_hidden(model, sub.input_ids, sub.attention)
         v = critic(sub.input_ids, sub.attention, hidden).float().cpu()  # (b, t)
         out[rows, : v.shape[1]] = v
     model.train(was_training)

@@ -5,6 +5,8 @@ guarded steps, autocast.
   is accumulated over micro-batches; an algorithm supplies only its micro-batch loss.
 - ``micro_batches``: a minibatch (one optimizer step) is split into ``grad_accum`` pieces and
   further so that no piece holds more than ``token_budget`` padded tokens; gradients add up.
+  ``token_budget="auto"`` (``algo.micro_batch_tokens``' default) is estimated once per model
+  from the free memory and the model's shapes (``agentrl.algos.memory``).
 - ``guarded_step``: clip, then step only if the loss and the grad norm are finite; the
   ``NanGuard`` stops the run after ``patience`` skipped updates in a row.
 - ``autocast``: bf16 autocast where the device supports it.
@@ -20,6 +22,7 @@ from typing import Any
 import torch
 
 from agentrl.algos.batch import Batch, Signals, select_rows
+from agentrl.algos.memory import resolve_token_budget
 
 #: ``micro_loss(mb, signals, policy_share, value_share) -> (weighted loss, weighted stats)``:
 #: one micro-batch's loss already multiplied by its shares of the minibatch's policy and value
@@ -40,7 +43,7 @@ def run_updates(
     rng: random.Random,
     loss_agg: str,
     grad_accum: int = 1,
-    token_budget: int = 0,
+    token_budget: int | str = 0,
     amp_dtype: torch.dtype | None = None,
     stop_early: Callable[[dict[str, float]], bool] | None = None,
 ) -> dict[str, Any]:
@@ -48,8 +51,10 @@ def run_updates(
 
     A non-finite loss or gradient norm skips that step (``stats["stepped"]`` lists every
     update's outcome). ``stop_early(minibatch stats)`` True ends all epochs (PPO's target KL);
-    with it, ``stats["early_stop"]`` says whether it fired.
+    with it, ``stats["early_stop"]`` says whether it fired. ``token_budget``: padded tokens per
+    micro-batch, 0 = no limit, ``"auto"`` = from free memory (``resolve_token_budget``).
     """
+    token_budget = resolve_token_budget(token_budget, model, optimizer, amp_dtype)
     device = next(model.parameters()).device
     params = [p for g in optimizer.param_groups for p in g["params"]]
     rows = batch.rows_with_tokens()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agentrl.config.base import Section, reject_moved_keys
 
@@ -128,8 +128,11 @@ class AlgoConfig(Section):
         "none", description="Episode rewards: as they are, running mean/std, or clipped to [0, 1]."
     )
     grad_accum: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
-    micro_batch_tokens: int = Field(
-        0, ge=0, description="Max padded tokens per micro-batch (0 = no limit)."
+    micro_batch_tokens: int | Literal["auto"] = Field(
+        "auto",
+        description="Max padded tokens per micro-batch: 'auto' = estimated from the free memory "
+        "and the model's shapes (half of the free memory at the first update), an int, or 0 = "
+        "no limit.",
     )
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
@@ -140,6 +143,15 @@ class AlgoConfig(Section):
     @classmethod
     def _moved_keys(cls, data: Any) -> Any:
         return reject_moved_keys(data, MOVED_ALGO_KEYS, "algo")
+
+    @field_validator("micro_batch_tokens", mode="before")
+    @classmethod
+    def _check_micro_batch_tokens(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().isdigit():
+            v = int(v)
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            return v
+        raise ValueError("must be 'auto' or an integer >= 0 (0 = no limit)")
 
     @model_validator(mode="after")
     def _check_truncation(self) -> AlgoConfig:

@@ -64,10 +64,15 @@ def prefix_cache(model: Any, prefix: torch.Tensor, batch: int) -> dict[str, Any]
     """Forward keyword arguments holding a KV cache of ``prefix`` (1, P), repeated ``batch``
     times. Built under the caller's grad mode: inside ``torch.no_grad`` for generation, with
     gradients for a training forward. A cache is consumed by one forward (it grows in place)."""
+    return _prefix_forward(model, prefix, batch)[1]
+
+
+def _prefix_forward(model: Any, prefix: torch.Tensor, batch: int) -> tuple[Any, dict[str, Any]]:
+    """(the model's output on ``prefix`` (1, P), forward kwargs with its cache repeated)."""
     out = model(input_ids=prefix, use_cache=True)
     cache = getattr(out, "cache", None) or out.past_key_values
     cache.batch_repeat_interleave(batch)
-    return {cache_kwarg(model): cache}
+    return out, {cache_kwarg(model): cache}
 
 
 def suffix_logits(
@@ -79,3 +84,24 @@ def suffix_logits(
     kwargs = prefix_cache(model, input_ids[:1, :prefix_len], b)
     out = model(input_ids=input_ids[:, prefix_len:], attention_mask=attention, **kwargs)
     return out.logits
+
+
+def suffix_hidden(
+    decoder: Any,
+    input_ids: torch.Tensor,
+    attention: torch.Tensor,
+    prefix_len: int,
+    with_prefix: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Final hidden states of a transformer trunk (an HF base model without its LM head) over
+    right-padded rows (B, T) sharing their first ``prefix_len`` = P tokens, the prefix computed
+    once: (suffix (B, T - P, H) at positions P..T-1, prefix (1, P, H) or None).
+
+    ``with_prefix``: also return the prefix's hidden states (the same for every row), e.g. for
+    a value head; gradients through both reach the one prefix computation.
+    """
+    b = input_ids.shape[0]
+    out, kwargs = _prefix_forward(decoder, input_ids[:1, :prefix_len], b)
+    prefix = out.last_hidden_state if with_prefix else None  # (1, P, H)
+    suffix = decoder(input_ids=input_ids[:, prefix_len:], attention_mask=attention, **kwargs)
+    return suffix.last_hidden_state, prefix
