@@ -111,8 +111,10 @@ class DecodeSession:
 
     @property
     def busy(self) -> bool:
-        """Whether a sequence is queued or in a turn (``step`` has work)."""
-        return bool(self.queue) or any(s is not None and self._in_turn(s) for s in self.slots)
+        """Whether ``step`` has work: a sequence in a turn, or a queued one and a free slot."""
+        if any(s is not None and self._in_turn(s) for s in self.slots):
+            return True
+        return bool(self.queue) and any(s is None for s in self.slots)
 
     @torch.no_grad()
     def step(self) -> list[tuple[Hashable, Sample]]:
