@@ -271,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agentrl's share of it: rollout {share['rollout']:.1%}, "
               f"update {share['trained']:.1%}")
     if args.json:
+        for side in ("agentrl", "trl"):  # the headline figures at the top of each side
+            if side in head and side in results:
+                results[side] = {**head.pop(side), **results[side]}
         payload = {**head, "settings": settings, "python": platform.python_version(),
                    "torch": torch.__version__, **results}
         for side in payload.values():
