@@ -10,10 +10,7 @@ model (no trunk/head split) falls back to its full logits (``lm_parts`` gives th
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,7 +18,7 @@ import torch
 from agentrl.algos.batch import Batch
 from agentrl.algos.value import policy_forward
 from agentrl.policy.logprobs import chunk_rows, head_token_stats, token_entropy, token_logprobs
-from agentrl.policy.lora import AdapterDisabled
+from agentrl.policy.parts import LMParts, lm_parts
 from agentrl.policy.prefix import (
     MIN_SHARED_PREFIX,
     batch_prefix_length,
@@ -30,51 +27,13 @@ from agentrl.policy.prefix import (
     suffix_logits,
 )
 
+__all__ = ["LMParts", "forward_logprobs", "lm_parts", "policy_hidden", "reference_logprobs"]
+
 log = logging.getLogger(__name__)
 #: False: every forward computes the full (B, T, V) logits, as before the chunked head
 #: (``bench/peak_memory.py --no-chunk`` measures that path).
 CHUNKED_HEAD = True
-#: Config fields of models whose logits are more than ``lm_head(hidden)`` (soft-capping,
-#: scaling): such models keep the full-logits path.
-LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
 _reported: set[str] = set()
-
-
-@dataclass(frozen=True)
-class LMParts:
-    """A causal LM split into its trunk and its LM head."""
-
-    decoder: Any  # HF base model: (B, T) ids -> last_hidden_state (B, T, H), post final norm
-    head: Any  # (n, H) -> (n, V)
-    vocab: int
-    context: Callable[[], Any]  # entered around every call (adapters off for a LoRA reference)
-
-
-def lm_parts(model: Any) -> LMParts | str:
-    """The trunk and LM head of an HF causal LM (plain, peft-wrapped, or a LoRA model seen
-    with its adapters off), or the reason it has none, as a sentence."""
-    from transformers import PreTrainedModel
-
-    context: Callable[[], Any] = contextlib.nullcontext
-    inner = model
-    if isinstance(model, AdapterDisabled):
-        inner, context = model.model, model.model.disable_adapter
-    peft_config = getattr(inner, "active_peft_config", None)
-    if peft_config is not None and getattr(peft_config, "is_prompt_learning", False):
-        return "a peft prompt-learning model adds virtual tokens in its own forward"
-    hf = hf_model(inner)
-    if not isinstance(hf, PreTrainedModel):
-        return f"{type(model).__name__} is not a transformers PreTrainedModel"
-    head = hf.get_output_embeddings()
-    decoder = hf.get_decoder() if head is not None else None
-    if head is None or decoder is None or decoder is hf:
-        return f"{type(hf).__name__} has no separate trunk and LM head"
-    config = hf.config.get_text_config()
-    for field in LOGIT_TRANSFORMS:
-        if getattr(config, field, None) not in (None, 1, 1.0):
-            return f"{type(hf).__name__} transforms its logits ({field})"
-    vocab = getattr(head, "out_features", None) or config.vocab_size
-    return LMParts(decoder, head, int(vocab), context)
 
 
 def forward_logprobs(

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from agentrl.algos import forward
+from agentrl.engine.kv import kv_shape
 from agentrl.machine import available_memory
 from agentrl.policy.logprobs import chunk_rows
 
@@ -72,11 +73,10 @@ def model_shape(model: Any) -> ModelShape:
     config = config.get_text_config() if hasattr(config, "get_text_config") else config
     hidden = int(config.hidden_size)
     heads = int(config.num_attention_heads)
-    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(config, "head_dim", None) or hidden // heads)
+    layers, kv_heads, head_dim = kv_shape(model)
     params = list(model.parameters())
     return ModelShape(
-        layers=int(config.num_hidden_layers),
+        layers=layers,
         hidden=hidden,
         kv_hidden=kv_heads * head_dim,
         intermediate=int(getattr(config, "intermediate_size", None) or 4 * hidden),

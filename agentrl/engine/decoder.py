@@ -19,10 +19,11 @@ from typing import Any
 
 import torch
 
+from agentrl.engine.kv import kv_shape
 from agentrl.engine.session import DecodeSession
 from agentrl.machine import available_memory
 from agentrl.policy.generate import Sample
-from agentrl.policy.prefix import MIN_SHARED_PREFIX, common_prefix_length, hf_model
+from agentrl.policy.prefix import MIN_SHARED_PREFIX, common_prefix_length
 
 DEFAULT_SLOTS = 64  # rows that decode together (the KV cache holds this many sequences)
 KV_FRACTION = 0.25  # of the memory still available, the most the slot cache may take
@@ -32,11 +33,9 @@ def slots_that_fit(model: Any, capacity: int, available: int, fraction: float = 
     """How many sequences of ``capacity`` tokens a slot cache may hold in ``fraction`` of
     ``available`` bytes: per slot, layers x 2 (keys, values) x kv_heads x head_dim x
     (capacity + 1) x bytes per element."""
-    cfg = model.config
-    heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    layers, heads, dim = kv_shape(model)
     element = next(model.parameters()).element_size()
-    per_slot = cfg.num_hidden_layers * 2 * heads * dim * (capacity + 1) * element
+    per_slot = layers * 2 * heads * dim * (capacity + 1) * element
     return max(1, int(fraction * available) // per_slot)
 
 
@@ -69,7 +68,7 @@ class Engine:
                 top_p: float = 1.0, greedy: bool = False) -> DecodeSession:  # fmt: skip
         """A session for up to ``n_sequences`` sequences of at most ``capacity`` tokens; as
         many decode together as ``slots`` and the memory allow (the rest wait for a slot)."""
-        fit = slots_that_fit(hf_model(self.model), capacity, available_memory(self.device))
+        fit = slots_that_fit(self.model, capacity, available_memory(self.device))
         slots = max(1, min(self.slots, n_sequences, fit))
         return DecodeSession(self.model, self.stop_ids, self.pad_id, slots=slots,
                              capacity=capacity,

@@ -18,16 +18,23 @@ from typing import Any
 import torch
 
 
+def kv_shape(model: Any) -> tuple[int, int, int]:
+    """(layers, key/value heads, head dim) of a transformers decoder (possibly peft-wrapped),
+    from its config."""
+    cfg = model.config
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    return int(cfg.num_hidden_layers), int(heads), int(dim)
+
+
 class SlotKV:
     """Keys and values of ``slots`` sequences of up to ``capacity`` tokens each."""
 
     is_compileable = False
 
     def __init__(self, model: Any, slots: int, capacity: int, dtype: torch.dtype) -> None:
-        cfg = model.config
-        layers = cfg.num_hidden_layers
-        heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
-        dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        layers, heads, dim = kv_shape(model)
         device = next(model.parameters()).device
         shape = (slots, heads, capacity + 1, dim)  # (S, H_kv, C + scratch, D)
         self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]

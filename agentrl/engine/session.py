@@ -25,7 +25,8 @@ import torch
 from agentrl.engine.kv import SlotKV
 from agentrl.engine.sampling import choose_tokens
 from agentrl.policy.generate import Sample
-from agentrl.policy.prefix import cache_kwarg, hf_model
+from agentrl.policy.parts import lm_parts
+from agentrl.policy.prefix import cache_kwarg
 
 PREFILL_CHUNK = 512  # most tokens of one row in one prefill forward
 
@@ -40,7 +41,6 @@ class _Seq:
     decoding: bool = False  # mid-turn: unfed holds exactly the last sampled token
     turn_ids: list[int] = field(default_factory=list)
     turn_logprobs: list[float] = field(default_factory=list)
-    prompt: list[int] = field(default_factory=list)
 
 
 class DecodeSession:
@@ -51,12 +51,13 @@ class DecodeSession:
                  greedy: bool = False) -> None:  # fmt: skip
         self.model, self.stop, self.pad_id = model, set(stop_ids), pad_id
         self.temperature, self.top_p, self.greedy = temperature, top_p, greedy
-        self.core = hf_model(model)
-        self.body = self.core.model if hasattr(self.core, "model") else self.core
-        self.head = self.core.get_output_embeddings()
+        parts = lm_parts(model)
+        if isinstance(parts, str):
+            raise ValueError(f"the engine decodes transformers causal LMs only: {parts}")
+        self.body, self.head = parts.decoder, parts.head
         self.cache_kw = cache_kwarg(model)
         dtype = next(model.parameters()).dtype
-        self.kv = SlotKV(self.core, slots, capacity, dtype)
+        self.kv = SlotKV(parts.decoder, slots, capacity, dtype)
         self.slots: list[_Seq | None] = [None] * slots
         self.queue: list[_Seq] = []
         self.seqs: dict[Hashable, _Seq] = {}
@@ -68,7 +69,7 @@ class DecodeSession:
     def set_prefix(self, ids: list[int]) -> None:
         """Compute the KV cache of a prompt prefix shared by the sequences once; a sequence
         whose prompt starts with it gets a copy instead of computing it."""
-        kv = SlotKV(self.core, 1, len(ids), self.kv.keys[0].dtype)
+        kv = SlotKV(self.body, 1, len(ids), self.kv.keys[0].dtype)
         self._forward(kv, [0], [ids])
         self.prefix = (list(ids), kv)
 
@@ -77,7 +78,7 @@ class DecodeSession:
         gen = None
         if not self.greedy:
             gen = torch.Generator().manual_seed(int(seed if seed is not None else 0))
-        seq = _Seq(key, list(prompt), max_new, gen, prompt=list(prompt))
+        seq = _Seq(key, list(prompt), max_new, gen)
         self.seqs[key] = seq
         self.queue.append(seq)
 
