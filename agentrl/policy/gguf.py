@@ -11,7 +11,7 @@ The cached tokenizer differs from transformers' GGUF tokenizer in three ways, ea
 where it is done: the digit split llama.cpp's pre-tokenizer type asks for, ``<|endoftext|>``
 as the pad token, and the chat template (its own when it renders tools, else the default).
 
-Builds follow the tiny model's discipline (``agentrl.tiny.lock``): one build at a time under
+Builds go through the tiny model's ``agentrl.tiny.lock.build_once``: one build at a time under
 an exclusive lock, written to a temp directory, renamed into place, marker written last.
 """
 
@@ -21,8 +21,6 @@ import copy
 import hashlib
 import importlib.util
 import json
-import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -30,11 +28,12 @@ from typing import Any
 
 from agentrl.chat.template import ENDOFTEXT
 from agentrl.policy.templates import CHAT_TEMPLATES, has_chatml_tokens, renders_tools
-from agentrl.tiny.lock import build_lock, remove_stale_temps, temp_dir, temp_dirs
+from agentrl.tiny.lock import MARKER, build_once, cache_root, is_complete
+
+__all__ = ["MARKER", "cache_root", "cached_gguf_dir", "convert_gguf", "is_complete"]
 
 #: Bump when the conversion changes: every cached conversion is then rebuilt.
 CONVERT_VERSION = "gguf-v1"
-MARKER = "BUILD_COMPLETE"
 HEAD_BYTES = 1 << 20
 #: Template for a GGUF with ChatML tokens whose own template ignores tools (and no default).
 CHATML_FALLBACK = "qwen2.5"
@@ -45,11 +44,6 @@ CHATML_FALLBACK = "qwen2.5"
 DIGIT_SPLIT_PRE_TYPES = frozenset(
     {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"}
 )
-
-
-def cache_root() -> Path:
-    """``$AGENTRL_CACHE`` (default ``~/.cache/agentrl``), as for the tiny model."""
-    return Path(os.environ.get("AGENTRL_CACHE") or Path.home() / ".cache" / "agentrl")
 
 
 def file_key(path: Path, default_template: str | None) -> str:
@@ -66,11 +60,6 @@ def cache_dir_for(path: Path, default_template: str | None = None) -> Path:
     return cache_root() / "gguf" / f"{path.stem}-{file_key(path, default_template)}"
 
 
-def is_complete(path: Path) -> bool:
-    """Whether ``path`` holds a finished conversion (the marker is written last)."""
-    return (path / MARKER).is_file()
-
-
 def cached_gguf_dir(gguf_path: str | Path, default_template: str | None = None) -> Path:
     """The cached HF directory of ``gguf_path``, converting it first when needed.
 
@@ -81,27 +70,16 @@ def cached_gguf_dir(gguf_path: str | Path, default_template: str | None = None) 
     if not path.is_file():
         raise FileNotFoundError(f"{gguf_path}: no such GGUF file")
     out = cache_dir_for(path, default_template)
-    if is_complete(out) and not temp_dirs(out):
-        return out
-    with build_lock(out):
-        remove_stale_temps(out)
-        if is_complete(out):
-            return out
+
+    def write(tmp: Path) -> str:
         print(f"agentrl: converting {path.name} to a Hugging Face model in {out} (once)",
               file=sys.stderr)  # fmt: skip
         t0 = time.perf_counter()
-        tmp = temp_dir(out)
-        shutil.rmtree(tmp, ignore_errors=True)
         info = convert_gguf(path, tmp, default_template)
         info.update(source=str(path), seconds=round(time.perf_counter() - t0, 1))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-        with open(out / MARKER, "w") as f:
-            f.write(json.dumps(info) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-    return out
+        return json.dumps(info) + "\n"
+
+    return build_once(out, write)
 
 
 def convert_gguf(path: Path, out: Path, default_template: str | None = None) -> dict[str, Any]:

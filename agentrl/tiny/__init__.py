@@ -12,14 +12,14 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "MARKER": "builder",
+    "MARKER": "lock",
     "MODEL_CONFIG": "builder",
     "TINY_MODEL_ID": "builder",
     "TINY_VERSION": "builder",
     "build_tiny_model": "builder",
     "corpus_texts": "builder",
     "default_tiny_dir": "builder",
-    "is_complete": "builder",
+    "is_complete": "lock",
     "make_model": "builder",
     "train_tokenizer": "builder",
     "make_corpus": "corpus",

@@ -12,9 +12,7 @@ id is accepted.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -34,13 +32,14 @@ from agentrl.chat.template import (
     TAG_TOKENS,
 )
 from agentrl.tiny.corpus import COMMON_WORDS, drill_text, make_corpus, make_drills
-from agentrl.tiny.lock import build_lock, remove_stale_temps, temp_dir, temp_dirs
+from agentrl.tiny.lock import MARKER as MARKER  # re-exported: a build's marker file
+from agentrl.tiny.lock import build_once, cache_root
+from agentrl.tiny.lock import is_complete as is_complete
 from agentrl.tiny.vocab import vocabulary_texts
 from agentrl.tiny.wiring import wire_copy_heads
 
 TINY_MODEL_ID = "agentrl/tiny"
 TINY_VERSION = "tiny-v4"
-MARKER = "BUILD_COMPLETE"
 VOCAB_SIZE = 2048
 #: Tool-chat pretraining steps of the default build (whole build: 371 s measured on 2 lightly
 #: loaded CPU cores, induction rows and copy drills included).
@@ -72,8 +71,7 @@ MODEL_CONFIG: dict[str, Any] = dict(
 
 def default_tiny_dir() -> Path:
     """``$AGENTRL_CACHE/<TINY_VERSION>`` (default cache: ``~/.cache/agentrl``)."""
-    root = os.environ.get("AGENTRL_CACHE") or Path.home() / ".cache" / "agentrl"
-    return Path(root) / TINY_VERSION
+    return cache_root() / TINY_VERSION
 
 
 def corpus_texts(n: int, seed: int) -> list[str]:
@@ -169,11 +167,6 @@ def induction_rows(
     return rows
 
 
-def is_complete(path: Path) -> bool:
-    """Whether ``path`` holds a finished build (the marker is written last)."""
-    return (path / MARKER).is_file()
-
-
 def build_tiny_model(
     out_dir: str | Path | None = None,
     *,
@@ -192,18 +185,16 @@ def build_tiny_model(
     directory waits, then reuses the finished build; temp directories of dead builds go.
     """
     out = Path(out_dir) if out_dir is not None else default_tiny_dir()
-    if is_complete(out) and not force and not temp_dirs(out):
-        return out
-    with build_lock(out):
-        remove_stale_temps(out)
-        if is_complete(out) and not force:
-            return out
+
+    def write(tmp: Path) -> str:
         t0 = time.perf_counter()
         model, tokenizer, stats = pretrain(seed, steps, drill_steps, induction_steps, progress)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
         info = f"steps={stats['steps']} final_loss={stats['final_loss']:.4f} "
-        info += f"tokens={stats['tokens']} seconds={time.perf_counter() - t0:.1f}\n"
-        write_build(out, model, tokenizer, info)
-    return out
+        return info + f"tokens={stats['tokens']} seconds={time.perf_counter() - t0:.1f}\n"
+
+    return build_once(out, write, force)
 
 
 def pretrain(
@@ -246,23 +237,3 @@ def pretrain(
     )  # fmt: skip
     model.eval()
     return model, tokenizer, stats
-
-
-def write_build(
-    out: Path, model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, info: str
-) -> None:
-    """Save to this process's temp directory, rename it to ``out``, write the marker last.
-
-    Call it under ``build_lock(out)``: it replaces whatever is at ``out``.
-    """
-    tmp = temp_dir(out)
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
-    with open(out / MARKER, "w") as f:
-        f.write(info)
-        f.flush()
-        os.fsync(f.fileno())

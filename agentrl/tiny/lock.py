@@ -14,9 +14,47 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+MARKER = "BUILD_COMPLETE"  # written last into a finished build
+
+
+def cache_root() -> Path:
+    """``$AGENTRL_CACHE`` (default ``~/.cache/agentrl``): where builds are cached."""
+    return Path(os.environ.get("AGENTRL_CACHE") or Path.home() / ".cache" / "agentrl")
+
+
+def is_complete(path: Path) -> bool:
+    """Whether ``path`` holds a finished build (the marker is written last)."""
+    return (path / MARKER).is_file()
+
+
+def build_once(out: Path, write: Callable[[Path], str], force: bool = False) -> Path:
+    """``out``, built first unless a finished build is there (``force``: build anyway).
+
+    ``write(tmp)`` fills the temp directory and returns the marker's text. It runs under
+    ``build_lock(out)`` (a waiting process then finds the build done); stale temp directories
+    go first; the temp directory is renamed to ``out`` and the marker is written last.
+    """
+    if is_complete(out) and not force and not temp_dirs(out):
+        return out
+    with build_lock(out):
+        remove_stale_temps(out)
+        if is_complete(out) and not force:
+            return out
+        tmp = temp_dir(out)
+        shutil.rmtree(tmp, ignore_errors=True)
+        info = write(tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+        with open(out / MARKER, "w") as f:
+            f.write(info)
+            f.flush()
+            os.fsync(f.fileno())
+    return out
 
 
 def temp_dir(out: Path, pid: int | None = None) -> Path:
