@@ -15,6 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from agentrl.algos.update import autocast
 from agentrl.chat.render import encode_conversation
 from agentrl.types import Message
 
@@ -115,6 +116,7 @@ def train_rows(
     schedule: str = "cosine",
     weight_decay: float = 0.0,
     group_by_length: bool = True,
+    amp_dtype: torch.dtype | None = None,
 ) -> dict[str, Any]:
     """Train on pre-tokenized ``(ids, loss_mask)`` rows; the loop behind ``sft_train``.
 
@@ -123,6 +125,7 @@ def train_rows(
 
     ``group_by_length`` batches rows of similar length (less padding); plain shuffled batches
     learn copy drills markedly faster, so the tiny model's drill phase turns it off.
+    ``amp_dtype``: autocast the forward in this dtype (``train.autocast``).
     """
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -140,8 +143,9 @@ def train_rows(
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, len(plan), lr, warmup_steps, schedule)
             ids, loss_mask, attn = collate([rows[i] for i in idx], pad_id)
-            logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)
-            loss = masked_lm_loss(logits, ids, loss_mask)
+            with autocast(ids.device, amp_dtype):
+                logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)
+                loss = masked_lm_loss(logits.float(), ids, loss_mask)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)

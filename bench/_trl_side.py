@@ -153,7 +153,7 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
     episodes = args.groups * args.group_size
     gconf = GRPOConfig(
         output_dir=str(workdir / "trl_run"),
-        use_cpu=True, bf16=False, fp16=False,
+        use_cpu=True, bf16=args.trl_bf16, fp16=False,
         per_device_train_batch_size=episodes // 2, gradient_accumulation_steps=2,
         num_generations=args.group_size, max_steps=args.steps,
         max_completion_length=max_completion,

@@ -38,6 +38,8 @@ from typing import Any
 
 import torch
 
+from agentrl.machine import native_bf16
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -55,6 +57,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--side", choices=("both", "agentrl", "trl"), default="both")
     p.add_argument("--single-turn", action="store_true",
                    help="TRL side: single-turn GRPO (no tools), not environment_factory")
+    p.add_argument("--precision", choices=("auto", "fp32"), default="auto",
+                   help="agentrl side: 'auto' = its defaults (bf16 decoding and update autocast "
+                   "where bf16 is native), 'fp32' = fp32 throughout")
+    p.add_argument("--trl-bf16", action="store_true",
+                   help="TRL side: bf16=True (default: bf16=False, fp32 throughout)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = p.parse_args(argv)
@@ -63,6 +70,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.groups * args.group_size % 2:
         p.error("groups * group_size must be even (two micro-batches per step)")
     return args
+
+
+def agentrl_precision(args: argparse.Namespace) -> str:
+    """What the agentrl side decodes and updates in (its defaults resolve by the machine)."""
+    if args.precision == "fp32":
+        return "fp32"
+    bf16 = native_bf16("cpu")
+    return "bf16 decoding copy + bf16 autocast update" if bf16 else "fp32 (no native bf16)"
 
 
 def summarize(steps: list[dict[str, float]]) -> dict[str, Any]:
@@ -85,9 +100,11 @@ def run_agentrl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "task": {"env": "weather", "levels": args.levels, "max_turns": args.max_turns},
         "rollout": {"group_size": args.group_size, "groups_per_step": args.groups,
                     "temperature": 1.0, "top_p": 1.0, "max_new_tokens": args.max_new_tokens,
-                    "max_total_tokens": args.max_total_tokens},
+                    "max_total_tokens": args.max_total_tokens,
+                    "dtype": "auto" if args.precision == "auto" else "float32"},
         "algo": {"kl": {"coef": 0.02}, "epochs": 1, "minibatches": 2},
         "train": {"steps": args.steps, "seed": args.seed, "eval_episodes": 0,
+                  "autocast": "auto" if args.precision == "auto" else "off",
                   "warmstart_demos": 0, "save_model": False, "run_dir": str(run_dir)},
     })
     t0 = time.perf_counter()
@@ -235,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     settings = {
-        "model": f"{args.model} (fp32, cpu)", "task": f"weather levels {args.levels}",
+        "model": f"{args.model} (fp32 weights, cpu)", "agentrl_precision": agentrl_precision(args),
+        "trl_precision": "bf16=True" if args.trl_bf16 else "fp32 (bf16=False)",
+        "native_bf16": native_bf16("cpu"), "task": f"weather levels {args.levels}",
         "episodes/step": args.groups * args.group_size, "G": args.group_size,
         "max_new_tokens/turn": args.max_new_tokens, "max_turns": args.max_turns,
         "max_total_tokens": args.max_total_tokens, "temperature": 1.0, "kl": 0.02,

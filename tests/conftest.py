@@ -1,6 +1,12 @@
 """Shared fixtures: a tiny model built once per test session (a short pretraining)."""
 
+import os
+
 import pytest
+
+# The suite runs in fp32 on every machine (same numbers with or without native bf16); the
+# tests of the bf16 paths set AGENTRL_NATIVE_BF16=1 themselves.
+os.environ.setdefault("AGENTRL_NATIVE_BF16", "0")
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ import torch
 
 from agentrl.algos.batch import Batch, Signals, select_rows
 from agentrl.algos.memory import resolve_token_budget
+from agentrl.machine import native_bf16
 
 #: ``micro_loss(mb, signals, policy_share, value_share) -> (weighted loss, weighted stats)``:
 #: one micro-batch's loss already multiplied by its shares of the minibatch's policy and value
@@ -222,14 +223,15 @@ class NanGuard:
 
 
 def autocast_dtype(mode: str, device: str) -> torch.dtype | None:
-    """``off``: None. ``bf16``: bfloat16. ``auto``: bfloat16 on a CUDA device that supports it."""
+    """``off``: None. ``bf16``: bfloat16. ``auto``: bfloat16 where bf16 matrix products are
+    native (``agentrl.machine.native_bf16``: a CUDA device that supports it, a CPU with
+    AMX-BF16 or AVX512-BF16), else None."""
     if mode == "off":
         return None
     if mode == "bf16":
         return torch.bfloat16
     if mode == "auto":
-        cuda = str(device).startswith("cuda") and torch.cuda.is_available()
-        return torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else None
+        return torch.bfloat16 if native_bf16(device) else None
     raise ValueError(f"config field 'train.autocast' must be 'auto', 'off' or 'bf16', got {mode!r}")
 
 

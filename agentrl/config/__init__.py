@@ -106,6 +106,13 @@ class RolloutConfig(Section):
     )
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling (1.0 = off).")
     max_new_tokens: int = Field(96, ge=1, description="Token limit of one assistant turn.")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto",
+        description="Precision of decoding (rollouts and evaluation). 'auto' = a bf16 copy of "
+        "an fp32 policy where bf16 matmuls are native (a CPU with AMX-BF16/AVX512-BF16, a "
+        "CUDA GPU), else the policy itself; the update then recomputes the old log-probs "
+        "with the policy.",
+    )
     max_total_tokens: int = Field(
         1024, ge=32, description="Episode token limit (prompt + all turns); past it: 'length'."
     )
@@ -153,7 +160,9 @@ class TrainConfig(Section):
     )
     gradient_checkpointing: bool = Field(False, description="Recompute activations (less memory).")
     autocast: Literal["auto", "off", "bf16"] = Field(
-        "auto", description="bf16 autocast in updates; 'auto' = on CUDA devices that support it."
+        "auto",
+        description="bf16 autocast in updates and the warm start; 'auto' = where bf16 matmuls "
+        "are native (a CUDA GPU, a CPU with AMX-BF16 or AVX512-BF16).",
     )
 
     @model_validator(mode="before")

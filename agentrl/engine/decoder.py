@@ -7,6 +7,10 @@ Two ways in:
 - ``generate(prompts, ...)``: one turn for a list of prompts (the interface of
   ``HFGenerator``, for evaluation code and tests), through a session.
 
+``dtype``: decode with a copy of the model in that dtype (``agentrl.engine.shadow``: bf16 where
+it is native), refreshed from the model at the start of every call; ``decodes_own_weights``
+then says False, and a trainer recomputes the old log-probs with the model itself.
+
 Every sequence samples from its own random stream, seeded from the global torch RNG once per
 call (so checkpointed RNG state makes a rollout reproducible, and the batch a sequence shares
 does not change what it samples). No (B, N, V) logits are kept: each step reads one row of
@@ -21,6 +25,7 @@ import torch
 
 from agentrl.engine.kv import kv_shape
 from agentrl.engine.session import DecodeSession
+from agentrl.engine.shadow import make_shadow, refresh_shadow
 from agentrl.machine import available_memory
 from agentrl.policy.generate import Sample
 from agentrl.policy.prefix import MIN_SHARED_PREFIX, common_prefix_length
@@ -50,15 +55,43 @@ class Engine:
 
     ``slots``: how many sequences decode together (more wait in a queue for a free slot).
     ``share_prefix``: a prompt prefix all sequences share is computed once.
+    ``dtype``: decode with a copy of the model in this dtype (None: the model itself).
     """
 
     supports_sessions = True
 
     def __init__(self, model: Any, tokenizer: Any, stop_ids: list[int], pad_id: int,
-                 slots: int = DEFAULT_SLOTS, share_prefix: bool = True) -> None:  # fmt: skip
-        self.model, self.tokenizer = model, tokenizer
+                 slots: int = DEFAULT_SLOTS, share_prefix: bool = True,
+                 dtype: torch.dtype | None = None) -> None:  # fmt: skip
+        self.tokenizer = tokenizer
         self.stop_ids, self.pad_id = list(stop_ids), pad_id
-        self.slots, self.share_prefix = slots, share_prefix
+        self.slots, self.share_prefix, self.dtype = slots, share_prefix, dtype
+        self.model = model
+
+    @property
+    def model(self) -> Any:
+        """The policy whose weights are decoded (assigning a new one drops the copy)."""
+        return self._model
+
+    @model.setter
+    def model(self, model: Any) -> None:
+        self._model, self._shadow = model, None
+
+    @property
+    def decodes_own_weights(self) -> bool:
+        """False when decoding runs on a copy in another dtype: its log-probs differ from the
+        model's by rounding."""
+        return self.dtype is None or self.dtype == next(self._model.parameters()).dtype
+
+    def decoding_model(self) -> Any:
+        """The module that decodes: the model, or its ``dtype`` copy with current weights."""
+        if self.decodes_own_weights:
+            return self._model
+        if self._shadow is None:
+            self._shadow = make_shadow(self._model, self.dtype)
+        else:
+            refresh_shadow(self._shadow, self._model)
+        return self._shadow
 
     @property
     def device(self) -> torch.device:
@@ -68,9 +101,10 @@ class Engine:
                 top_p: float = 1.0, greedy: bool = False) -> DecodeSession:  # fmt: skip
         """A session for up to ``n_sequences`` sequences of at most ``capacity`` tokens; as
         many decode together as ``slots`` and the memory allow (the rest wait for a slot)."""
-        fit = slots_that_fit(self.model, capacity, available_memory(self.device))
+        model = self.decoding_model()
+        fit = slots_that_fit(model, capacity, available_memory(self.device))
         slots = max(1, min(self.slots, n_sequences, fit))
-        return DecodeSession(self.model, self.stop_ids, self.pad_id, slots=slots,
+        return DecodeSession(model, self.stop_ids, self.pad_id, slots=slots,
                              capacity=capacity,
                              temperature=temperature, top_p=top_p, greedy=greedy)  # fmt: skip
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from agentrl.chat.render import stop_token_ids
 from agentrl.engine.decoder import Engine
+from agentrl.engine.shadow import decode_dtype
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.eval.policies import OpenAIPolicy, ReferencePolicy, TextPolicy, run_text_episode
@@ -58,7 +59,8 @@ def evaluate_model(
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
     make(task, max_turns=max_turns)
     model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
-    generator = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
+    generator = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id,
+                       dtype=decode_dtype("auto", model, device))  # fmt: skip
 
     def make_env():
         return make(task, max_turns=max_turns)
@@ -88,7 +90,8 @@ def load_text_policy(spec: str, seed: int = 0) -> TextPolicy | None:
 
 def _hf_generator(model_or_run_dir: str, device: str) -> Engine:
     model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
-    return Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
+    return Engine(model, tok, stop_token_ids(tok), tok.pad_token_id,
+                  dtype=decode_dtype("auto", model, device))  # fmt: skip
 
 
 def evaluate_text_task(

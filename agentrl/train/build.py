@@ -13,11 +13,13 @@ import torch
 from rich.console import Console
 
 from agentrl.algos.kl import KLController
+from agentrl.algos.update import autocast_dtype
 from agentrl.algos.value import Critic, make_critic
 from agentrl.chat.render import stop_token_ids
 from agentrl.config import Config
 from agentrl.curriculum import family_levels
 from agentrl.engine.decoder import Engine
+from agentrl.engine.shadow import decode_dtype
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.envs.reference import run_reference_episode
@@ -78,7 +80,9 @@ def load_generator(cfg: Config) -> tuple[Any, Any, Engine, str]:
     model, tok = load_policy(
         cfg.model.name, dtype=dtype, device=device, chat_template=cfg.model.chat_template
     )
-    return model, tok, Engine(model, tok, stop_token_ids(tok), tok.pad_token_id), device
+    engine = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id,
+                    dtype=decode_dtype(cfg.rollout.dtype, model, device))  # fmt: skip
+    return model, tok, engine, device
 
 
 def collect_demos(
@@ -111,8 +115,10 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
     demos = collect_demos(make_env, t.warmstart_demos, t.warmstart_levels, t.warmstart_seed,
                           env_ids)  # fmt: skip
     console.print(f"warm start: SFT on {len(demos)} reference demonstrations")
+    device = next(model.parameters()).device
     sft_train(model, tok, demos, epochs=t.warmstart_epochs, lr=t.warmstart_lr, seed=t.seed,
-              progress=progress, desc="warm start")  # fmt: skip
+              progress=progress, desc="warm start",
+              amp_dtype=autocast_dtype(t.autocast, str(device)))  # fmt: skip
 
 
 @dataclass

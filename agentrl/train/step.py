@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -14,6 +14,7 @@ from agentrl.algos.forward import reference_logprobs
 from agentrl.algos.grpo import compute_advantages, grpo_update
 from agentrl.algos.kl import KLController
 from agentrl.algos.ppo import ppo_signals, ppo_update
+from agentrl.algos.update import autocast
 from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
 from agentrl.rollout import run_episodes
@@ -77,6 +78,20 @@ def resolve_truncation(cfg: Config) -> str:
     return "zero"
 
 
+def with_policy_logprobs(policy, batch: Batch, temperature: float) -> tuple[Batch, dict]:
+    """The batch with the policy's own log-probs as the old ones (the rollout decoded a
+    lower-precision copy, whose log-probs differ by rounding), and how far apart they were:
+    ``rollout/logprob_gap``, the mean |rollout - policy| log-prob over the policy tokens."""
+    own = reference_logprobs(policy, batch, temperature)  # (B, T-1)
+    tokens = batch.mask > 0
+    gap = float((batch.old_logp - own).abs()[tokens].mean()) if tokens.any() else 0.0
+    return replace(batch, old_logp=own), {"rollout/logprob_gap": gap}
+
+
+def _device(model) -> str:
+    return str(next(model.parameters()).device)
+
+
 @dataclass
 class StepResult:
     metrics: dict[str, Any]  # a line of metrics.jsonl
@@ -100,8 +115,12 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
     rewards = state.normalizer(raw, valid)  # (N,)
     batch = build_batch(trajs, valid, pad_id)
-    if rl.ref is not None:
-        batch = batch.with_reference(reference_logprobs(rl.ref, batch, s.temperature))
+    extra_rollout: dict[str, float] = {}
+    with autocast(_device(rl.policy), amp):
+        if not getattr(generator, "decodes_own_weights", True):
+            batch, extra_rollout = with_policy_logprobs(rl.policy, batch, s.temperature)
+        if rl.ref is not None:
+            batch = batch.with_reference(reference_logprobs(rl.ref, batch, s.temperature))
     kl_per_episode = episode_kl(batch)  # (N,)
     stats, extra = update_policy(cfg, s, rl, optimizer, batch, trajs, rewards, valid,
                                  kl_per_episode, state.rng, amp)  # fmt: skip
@@ -109,6 +128,7 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     state.kl.update(float(kl_per_episode[valid].mean()) if valid.any() else 0.0, len(trajs))
     m = step_metrics(step, trajs, valid, stats, rollout_s, time.time() - t0)
     m.update(extra)
+    m.update(extra_rollout)
     m.update({f"train/{k}": v for k, v in vars(s).items()})
     m["rollout/kl_per_episode"] = float(kl_per_episode.mean())
     events = state.sampler.update(trajs)

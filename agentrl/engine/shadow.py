@@ -1,0 +1,48 @@
+"""A lower-precision copy of the policy for decoding (``rollout.dtype``).
+
+Where bf16 matrix products are native (a CPU with AMX-BF16 or AVX512-BF16, most GPUs), a bf16
+copy of an fp32 policy decodes 1.5x (one token per row) to 2.5x (prefill) faster and holds a
+KV cache half the size. Only the parameters are cast: buffers such as the rotary inverse
+frequencies stay fp32, so positions keep their precision. ``refresh`` copies the policy's
+current weights in (after every update); the copy never trains.
+
+Log-probs sampled from the copy differ from the fp32 policy's by bf16 rounding, so a trainer
+using it recomputes the old log-probs of the PPO ratio with the policy itself
+(``agentrl.train.step``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from agentrl.machine import native_bf16
+
+
+def make_shadow(model: Any, dtype: torch.dtype) -> Any:
+    """A copy of ``model`` in eval mode whose floating-point parameters are ``dtype``."""
+    shadow = copy.deepcopy(model)
+    for p in shadow.parameters():
+        p.requires_grad_(False)
+        if p.is_floating_point():
+            p.data = p.data.to(dtype)
+    return shadow.eval()
+
+
+@torch.no_grad()
+def refresh_shadow(shadow: Any, model: Any) -> None:
+    """Copy ``model``'s current parameters into ``shadow`` (cast to its dtypes)."""
+    for dst, src in zip(shadow.parameters(), model.parameters(), strict=True):
+        dst.copy_(src)
+
+
+def decode_dtype(mode: str, model: Any, device: str) -> torch.dtype | None:
+    """``rollout.dtype`` resolved: None (decode the policy itself) or the dtype of a copy.
+    ``auto``: bf16 for an fp32 policy where bf16 matmuls are native."""
+    own = next(model.parameters()).dtype
+    if mode == "auto":
+        return torch.bfloat16 if own == torch.float32 and native_bf16(device) else None
+    wanted = getattr(torch, mode)
+    return None if wanted == own else wanted
