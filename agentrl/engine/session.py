@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from agentrl.engine.attention import engine_attention
 from agentrl.engine.kv import SlotKV
 from agentrl.engine.sampling import choose_tokens
 from agentrl.policy.generate import Sample
@@ -214,8 +215,9 @@ class DecodeSession:
         for i, f in enumerate(feeds):
             ids[i, : len(f)] = torch.tensor(f, dtype=torch.long)
         positions, mask = kv.prepare(slots, counts)
-        out = self.body(input_ids=ids.to(kv.device), position_ids=positions,
-                        attention_mask=mask, use_cache=True, **{self.cache_kw: kv})  # fmt: skip
+        with engine_attention(self.body):
+            out = self.body(input_ids=ids.to(kv.device), position_ids=positions,
+                            attention_mask=mask, use_cache=True, **{self.cache_kw: kv})  # fmt: skip
         kv.advance(slots, counts)
         self.stats["forwards"] += 1
         hidden = out.last_hidden_state  # (B, Q, H)

@@ -112,16 +112,19 @@ def test_slots_are_refilled_and_every_sequence_finishes(tiny_policy):
     assert len(sess.slots) == 3
     for i, p in enumerate(prompts):
         sess.add(i, p, 3 + i, seed=40 + i)
-    occupancy, finished, steps = [], {}, 0
+    occupancy, waiting, finished, steps = [], [], {}, 0
     while sess.busy:
         ended = sess.step()
         steps += 1
         occupancy.append(sum(s is not None for s in sess.slots))
+        waiting.append(len(sess.queue))
         for key, sample in ended:
             finished[key] = sample
             sess.release(key)
     assert sorted(finished) == list(range(7))
-    assert occupancy[: steps - 3].count(3) == steps - 3  # full until the queue runs dry
+    # full while sequences still wait: every freed slot was refilled at the next step
+    assert waiting[0] == 4 and waiting[-1] == 0
+    assert all(n == 3 for n, w in zip(occupancy, waiting, strict=True) if w > 0)
     assert steps < sum(len(s.ids) for s in finished.values())  # rows decoded together
     for i in range(7):  # what each sequence sampled does not depend on the slots it shared
         alone = engine.session(1, 700, temperature=1.0)
