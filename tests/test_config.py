@@ -61,17 +61,25 @@ def test_env_factory_applies_the_tools_section():
 def test_shipped_configs_load_and_the_weather_one_spells_out_the_demo():
     from pathlib import Path
 
-    from agentrl.cli import DEMO_PRESET
+    from agentrl.presets import TINY_DEMO, demo_overrides
 
     configs = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
     assert len(configs) >= 3
     loaded = {p.stem: load_config(p) for p in configs}  # a stale key would raise ConfigError
-    demo = build_config({}, list(DEMO_PRESET))
+    demo = build_config({}, list(TINY_DEMO))
     weather = loaded["weather_grpo"]
     assert weather.train.steps == demo.train.steps == 15
     assert weather.curriculum.enabled and demo.curriculum.enabled
     assert weather.rollout == demo.rollout and weather.algo == demo.algo
     assert weather.task.levels == demo.task.levels == [1, 2, 3]
+    # the real model's config spells out the pretrained demo
+    smol = loaded["smollm2_weather"]
+    real = build_config({}, demo_overrides("agentrl/smollm2-135m"))
+    assert smol.model.name == real.model.name == "agentrl/smollm2-135m"
+    assert smol.rollout == real.rollout and smol.algo == real.algo and smol.task == real.task
+    assert smol.curriculum == real.curriculum
+    fields = ("steps", "warmstart_demos", "warmstart_epochs", "warmstart_lr", "eval_episodes")
+    assert all(getattr(smol.train, f) == getattr(real.train, f) for f in fields)
 
 
 @pytest.mark.parametrize(
