@@ -136,6 +136,10 @@ def eval_cmd(
     imports: list[str] = typer.Option(
         [], "--import", help="Module or .py file that registers the task (repeatable)."
     ),
+    general: bool = typer.Option(
+        False, "--general", help="Also the general-capability check: 48 plain questions "
+        "(arithmetic, facts), no tools, greedy; a model only."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as the last stdout line."),
 ) -> None:
     """Evaluate POLICY alone with greedy decoding on fixed held-out seeds: one task, or the
@@ -153,7 +157,7 @@ def eval_cmd(
     try:
         report, records = api.run_eval(
             policy, task=task or "weather", levels=level_list, suites=suite, episodes=episodes,
-            seed0=seed, imports=imports,
+            seed0=seed, imports=imports, general=general,
         )  # fmt: skip
     except (OSError, ImportError, KeyError, ValueError) as err:  # ImportError: a missing extra
         _fail(str(err))

@@ -134,6 +134,11 @@ class TrainConfig(Section):
         "evaluation, first and last included, is a line of run_dir/eval.jsonl: the learning curve.",
     )
     eval_seed: int = Field(10_000, description="First seed of the held-out evaluation episodes.")
+    general_check: bool = Field(
+        True,
+        description="Also score the general-capability check (48 plain questions, no tools) "
+        "before and after RL: general_before / general_after / general_drop in the summary.",
+    )
     seed_limit: int = Field(
         10_000, ge=1, description="Training task seeds are drawn from [0, seed_limit)."
     )

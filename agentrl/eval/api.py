@@ -12,6 +12,7 @@ from agentrl.engine.decoder import Engine
 from agentrl.engine.shadow import decode_dtype
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
+from agentrl.eval.general import general_check
 from agentrl.eval.policies import OpenAIPolicy, ReferencePolicy, TextPolicy, run_text_episode
 from agentrl.eval.runner import evaluate
 from agentrl.eval.suites import SUITES, run_suite, summarize_records
@@ -53,8 +54,10 @@ def evaluate_model(
     max_total_tokens: int = 1024,
     device: str = "cpu",
     imports: list[str] | None = None,
+    general: bool = False,
 ) -> tuple[dict[str, Any], list]:
-    """Greedy evaluation on held-out seeds; returns (report, trajectories)."""
+    """Greedy evaluation on held-out seeds; returns (report, trajectories). ``general``: also
+    the general-capability check (``report["general"]``)."""
     import_env_modules(imports or [])
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
     make(task, max_turns=max_turns)
@@ -76,6 +79,8 @@ def evaluate_model(
         max_total_tokens=max_total_tokens,
     )
     report = {"model": model_or_run_dir, "task": task, **report}
+    if general:
+        report["general"] = general_check(generator, tok)
     return report, trajs
 
 
@@ -159,9 +164,11 @@ def run_eval(
     episodes: int | None = None,
     seed0: int = 10_000,
     imports: list[str] | tuple[str, ...] = (),
+    general: bool = False,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """What ``agentrl eval`` runs: the named ``suites`` (``all``: every one, 8 episodes per
-    task by default), else 96 episodes of ``task`` with a model or a text policy.
+    task by default), else 96 episodes of ``task`` with a model or a text policy. ``general``:
+    a model's general-capability check too (``agentrl.eval.general``).
 
     Returns (report, episode records).
     """
@@ -169,11 +176,14 @@ def run_eval(
         names = list(SUITES) if "all" in suites else list(suites)
         return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0)
     text = load_text_policy(policy, seed0)
+    if general and (suites or text is not None):
+        raise ValueError("--general checks a model (a run directory, a model path or id), "
+                         "without --suite")
     if text is not None:
         return evaluate_text_task(text, task=task, episodes=episodes or 96, levels=levels,
                                   seed0=seed0, imports=list(imports))  # fmt: skip
     report, trajs = evaluate_model(policy, task=task, episodes=episodes or 96, levels=levels,
-                                   seed0=seed0, imports=list(imports))  # fmt: skip
+                                   seed0=seed0, imports=list(imports), general=general)  # fmt: skip
     return report, [t.to_record() for t in trajs]
 
 
@@ -196,9 +206,15 @@ def write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any
 def report_lines(report: dict[str, Any]) -> list[str]:
     """Human-readable summary lines of a report."""
     if "suites" not in report:
-        return [
+        lines = [
             f"success rate: {report['success_rate']:.3f}  by level: {report['success_by_level']}"
         ]
+        if "general" in report:
+            g = report["general"]
+            kinds = "  ".join(f"{k} {v:.2f}" for k, v in g["by_kind"].items())
+            lines.append(f"general capability: {g['accuracy']:.3f} ({g['questions']} "
+                         f"questions, no tools)  {kinds}")  # fmt: skip
+        return lines
     lines = []
     for name, s in report["suites"].items():
         tasks = "  ".join(f"{k} {v['success_rate']:.2f}" for k, v in s["tasks"].items())

@@ -98,6 +98,9 @@ def _evaluate(run: Run, generator, make_env, when: str, step: int) -> dict[str, 
     point = run.evaluate(generator, make_env, when, step)
     label = f"step {step}: held-out success" if when == "during" else f"success {when} RL:"
     run.console.print(f"{label} {point['success_rate']:.3f} {point['success_by_level']}")
+    if "general" in point:
+        run.console.print(f"general capability {when} RL: {point['general']['accuracy']:.3f} "
+                          f"{point['general']['by_kind']}")  # fmt: skip
     return point
 
 

@@ -25,6 +25,7 @@ from agentrl.checkpoint import (
     step_dir,
 )
 from agentrl.config import Config, save_config
+from agentrl.eval.general import general_check
 from agentrl.eval.runner import evaluate
 from agentrl.monitor.curves import EVAL_LOG
 from agentrl.monitor.metrics import JsonlSink
@@ -63,6 +64,10 @@ class Run:
             seed0=c.train.eval_seed, max_new_tokens=c.rollout.max_new_tokens,
             max_total_tokens=c.rollout.max_total_tokens,
         )  # fmt: skip
+        if when != "during" and c.train.general_check:
+            general = general_check(generator, generator.tokenizer)
+            write_records(self.dir / f"general_{when}.jsonl", general.pop("replies"))
+            summary["general"] = general
         point = curve_point(step, step * self.episodes_per_step, summary)
         if when == "before":  # a new curve
             (self.dir / EVAL_LOG).write_text(json.dumps(point) + "\n")
@@ -154,6 +159,7 @@ class Run:
             "success_before": before.get("success_rate"),
             "success_after": after.get("success_rate"),
             "episodes": c.train.eval_episodes,
+            **general_figures(before, after),
             "eval_before": before,
             "eval_after": after,
             "steps": c.train.steps,
@@ -167,9 +173,22 @@ class Run:
 
 
 def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, Any]:
-    """A line of ``eval.jsonl``: held-out success after ``step`` RL steps, ``episodes`` played."""
+    """A line of ``eval.jsonl``: held-out success after ``step`` RL steps, ``episodes`` played
+    (and the general-capability accuracy where it was checked)."""
     keep = ("success_rate", "success_by_level", "mean_tool_calls", "terminations")
-    return {"step": step, "episodes": episodes, **{k: summary[k] for k in keep}}
+    point = {"step": step, "episodes": episodes, **{k: summary[k] for k in keep}}
+    if "general" in summary:
+        point["general_accuracy"] = summary["general"]["accuracy"]
+    return point
+
+
+def general_figures(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The general-capability check's accuracy before and after RL and its drop (None where
+    it did not run)."""
+    b = before.get("general", {}).get("accuracy")
+    a = after.get("general", {}).get("accuracy")
+    drop = round(b - a, 6) if a is not None and b is not None else None
+    return {"general_before": b, "general_after": a, "general_drop": drop}
 
 
 def write_records(path: Path, records: list[dict[str, Any]]) -> None:
