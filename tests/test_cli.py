@@ -180,3 +180,29 @@ def test_readme_lists_every_env_and_config_section():
     assert set(layout.replace(" ", "").split(",")) == builtin
     sections = re.search(r"in the sections (.*?); `--set", text, re.S).group(1)
     assert re.findall(r"`(\w+)`", sections) == list(Config.model_fields)
+
+
+def test_demo_model_option_picks_the_pretrained_preset(monkeypatch, tmp_path):
+    import agentrl.train
+
+    seen = {}
+
+    def fake_train(cfg, **_):
+        seen["cfg"] = cfg
+        return {"success_before": 0.1, "success_after": 0.2, "episodes": 96, "run_dir": "x"}
+
+    monkeypatch.setattr(agentrl.train, "train", fake_train)
+    run = str(tmp_path / "r")
+    result = runner.invoke(app, ["demo", "--model", "agentrl/smollm2-135m", "--run-dir", run])
+    assert result.exit_code == 0, result.output
+    cfg = seen["cfg"]
+    assert cfg.model.name == "agentrl/smollm2-135m" and cfg.algo.lr == 1e-5
+    assert cfg.rollout.max_total_tokens == 1536 and not cfg.curriculum.enabled
+    assert runner.invoke(app, ["demo", "--run-dir", run]).exit_code == 0
+    assert seen["cfg"].model.name == "agentrl/tiny" and seen["cfg"].curriculum.enabled
+
+
+def test_eval_general_needs_a_model():
+    result = runner.invoke(app, ["eval", "reference", "--general"])
+    assert result.exit_code == 2
+    assert "--general checks a model" in result.output
