@@ -71,6 +71,7 @@ def test_shipped_configs_load_and_the_weather_one_spells_out_the_demo():
     assert weather.train.steps == demo.train.steps == 15
     assert weather.curriculum.enabled and demo.curriculum.enabled
     assert weather.rollout == demo.rollout and weather.algo == demo.algo
+    assert weather.train.autocast == demo.train.autocast == "off"
     assert weather.task.levels == demo.task.levels == [1, 2, 3]
     # the real model's config spells out the pretrained demo
     smol = loaded["smollm2_weather"]

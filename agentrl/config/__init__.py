@@ -170,6 +170,12 @@ class TrainConfig(Section):
         "are native (a CUDA GPU, a CPU with AMX-BF16 or AVX512-BF16).",
     )
 
+    @field_validator("autocast", mode="before")
+    @classmethod
+    def _off_is_a_word(cls, value: Any) -> Any:
+        """YAML reads a bare ``off`` (``--set train.autocast=off``) as False."""
+        return "off" if value is False else value
+
     @model_validator(mode="before")
     @classmethod
     def _removed_keys(cls, data: Any) -> Any:
