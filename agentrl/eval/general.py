@@ -4,7 +4,8 @@ RL on tool use can cost a model what it knew (seed 003 section 2.2: evaluate gen
 catch capability loss). ``general_check`` asks a fixed set of 48 questions, greedily, in the
 model's own chat format with no tools: 32 arithmetic questions (sums, differences, products of
 small numbers, drawn once from a fixed seed) and 16 facts. An arithmetic answer is right when
-the first integer in the reply is the result; a fact is right when the reply names one of its
+the first integer in the reply that is not an operand of the question (models echo "56 + 26 =
+82") is the result; a fact is right when the reply names one of its
 accepted answers as a word. The accuracy before and after RL, and its drop, are part of a
 training run's summary (``train.general_check``) and of ``agentrl eval --general``.
 """
@@ -65,9 +66,10 @@ def questions(seed: int = 0) -> list[Question]:
 def is_correct(question: Question, reply: str) -> bool:
     """Whether ``reply`` answers ``question`` (see the module docstring)."""
     text = reply.lower()
-    if question.kind == "arithmetic":
-        found = re.search(r"-?\d+", text.replace(",", ""))
-        return found is not None and found.group() == question.answers[0]
+    if question.kind == "arithmetic":  # the first integer that is not an operand echoed
+        operands = set(re.findall(r"\d+", question.text))
+        found = [n for n in re.findall(r"-?\d+", text.replace(",", "")) if n not in operands]
+        return bool(found) and found[0] == question.answers[0]
     return any(re.search(rf"(?<![a-z0-9]){re.escape(a)}(?![a-z0-9])", text)
                for a in question.answers)  # fmt: skip
 

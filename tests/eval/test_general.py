@@ -26,8 +26,9 @@ def test_scoring_reads_the_first_integer_and_whole_words():
     sum_q = Question("arithmetic", "What is 7 - 9?", ("-2",))
     assert is_correct(sum_q, "The answer is -2.")
     assert not is_correct(sum_q, "2")  # the sign matters
-    assert not is_correct(sum_q, "7 - 9 = -2")  # the first integer is the answer
-    assert is_correct(Question("arithmetic", "?", ("1200",)), "1,200")
+    assert is_correct(sum_q, "7 - 9 = -2")  # an echoed expression is skipped
+    assert not is_correct(sum_q, "7 - 9 = 3, or -2")  # the first other integer is the answer
+    assert is_correct(Question("arithmetic", "What is 40 * 30?", ("1200",)), "1,200")
     gold = Question("fact", "What is the chemical symbol for gold?", ("au",))
     assert is_correct(gold, "Au")
     assert not is_correct(gold, "It is August.")  # not inside another word
