@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from agentrl.chat.render import encode_conversation
+from agentrl.precision import autocast
 from agentrl.types import Message
 
 Example = tuple[list[Message], list[dict[str, Any]] | None]
@@ -142,7 +143,7 @@ def train_rows(
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, len(plan), lr, warmup_steps, schedule)
             ids, loss_mask, attn = collate([rows[i] for i in idx], pad_id)
-            with torch.autocast(ids.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            with autocast(ids.device, amp_dtype):
                 logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)
                 loss = masked_lm_loss(logits.float(), ids, loss_mask)
             opt.zero_grad(set_to_none=True)

@@ -9,12 +9,11 @@ guarded steps, autocast.
   from the free memory and the model's shapes (``agentrl.algos.memory``).
 - ``guarded_step``: clip, then step only if the loss and the grad norm are finite; the
   ``NanGuard`` stops the run after ``patience`` skipped updates in a row.
-- ``autocast``: bf16 autocast where the device supports it.
+- ``autocast`` (``agentrl.precision``): bf16 autocast where the device supports it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import random
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -23,7 +22,7 @@ import torch
 
 from agentrl.algos.batch import Batch, Signals, select_rows
 from agentrl.algos.memory import resolve_token_budget
-from agentrl.machine import native_bf16
+from agentrl.precision import autocast
 
 #: ``micro_loss(mb, signals, policy_share, value_share) -> (weighted loss, weighted stats)``:
 #: one micro-batch's loss already multiplied by its shares of the minibatch's policy and value
@@ -220,23 +219,3 @@ class NanGuard:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.in_a_row, self.total_skipped = int(state["in_a_row"]), int(state["total_skipped"])
-
-
-def autocast_dtype(mode: str, device: str) -> torch.dtype | None:
-    """``off``: None. ``bf16``: bfloat16. ``auto``: bfloat16 where bf16 matrix products are
-    native (``agentrl.machine.native_bf16``: a CUDA device that supports it, a CPU with
-    AMX-BF16 or AVX512-BF16), else None."""
-    if mode == "off":
-        return None
-    if mode == "bf16":
-        return torch.bfloat16
-    if mode == "auto":
-        return torch.bfloat16 if native_bf16(device) else None
-    raise ValueError(f"config field 'train.autocast' must be 'auto', 'off' or 'bf16', got {mode!r}")
-
-
-def autocast(device: torch.device | str, dtype: torch.dtype | None):
-    """A ``torch.autocast`` context for ``dtype``, or a no-op when it is None."""
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=dtype)

@@ -61,9 +61,7 @@ def evaluate_model(
     import_env_modules(imports or [])
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
     make(task, max_turns=max_turns)
-    model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
-    generator = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id,
-                       dtype=decode_dtype("auto", model, device))  # fmt: skip
+    generator = _hf_generator(model_or_run_dir, device)
 
     def make_env():
         return make(task, max_turns=max_turns)
@@ -80,7 +78,7 @@ def evaluate_model(
     )
     report = {"model": model_or_run_dir, "task": task, **report}
     if general:
-        report["general"] = general_check(generator, tok)
+        report["general"] = general_check(generator, generator.tokenizer)
     return report, trajs
 
 

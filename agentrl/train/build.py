@@ -13,7 +13,6 @@ import torch
 from rich.console import Console
 
 from agentrl.algos.kl import KLController
-from agentrl.algos.update import autocast_dtype
 from agentrl.algos.value import Critic, make_critic
 from agentrl.chat.render import stop_token_ids
 from agentrl.config import Config
@@ -24,6 +23,7 @@ from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.envs.reference import run_reference_episode
 from agentrl.policy.loading import load_policy
+from agentrl.precision import autocast_dtype
 from agentrl.sft import sft_train
 from agentrl.tools import runtime as tools_runtime
 

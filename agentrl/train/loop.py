@@ -10,10 +10,10 @@ from typing import Any
 import torch
 from rich.console import Console
 
-from agentrl.algos.update import autocast_dtype
 from agentrl.config import Config
 from agentrl.policy.loading import save_policy
 from agentrl.policy.lora import merge_and_save
+from agentrl.precision import autocast_dtype
 from agentrl.train.build import (
     RLModels,
     build_optimizer,

@@ -14,9 +14,9 @@ from agentrl.algos.forward import reference_logprobs
 from agentrl.algos.grpo import compute_advantages, grpo_update
 from agentrl.algos.kl import KLController
 from agentrl.algos.ppo import ppo_signals, ppo_update
-from agentrl.algos.update import autocast
 from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
+from agentrl.precision import autocast
 from agentrl.rollout import run_episodes
 from agentrl.train.build import RLModels
 from agentrl.train.state import LoopState

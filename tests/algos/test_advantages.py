@@ -91,7 +91,7 @@ def test_nan_guard_counts_skips_in_a_row_across_steps():
 def test_autocast_dtype_choices():
     import pytest
 
-    from agentrl.algos.update import autocast_dtype
+    from agentrl.precision import autocast_dtype
 
     assert autocast_dtype("auto", "cpu") is None  # CPU: full precision unless asked
     assert autocast_dtype("off", "cuda") is None

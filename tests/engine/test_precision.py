@@ -14,12 +14,12 @@ from runhelpers import tiny_run_overrides
 from agentrl import machine
 from agentrl.algos.batch import Batch
 from agentrl.algos.forward import reference_logprobs
-from agentrl.algos.update import autocast_dtype
 from agentrl.chat.render import encode_prompt, stop_token_ids
 from agentrl.config import build_config
 from agentrl.engine.decoder import Engine
 from agentrl.engine.shadow import decode_dtype, make_shadow
 from agentrl.envs import make
+from agentrl.precision import autocast_dtype
 from agentrl.train import train
 from agentrl.train.step import with_policy_logprobs
 
