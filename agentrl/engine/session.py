@@ -71,7 +71,7 @@ class DecodeSession:
         """Compute the KV cache of a prompt prefix shared by the sequences once; a sequence
         whose prompt starts with it gets a copy instead of computing it."""
         kv = SlotKV(self.body, 1, len(ids), self.kv.keys[0].dtype)
-        self._forward(kv, [0], [ids])
+        self._forward(kv, [0], [ids])  # the cache is what is wanted; no head
         self.prefix = (list(ids), kv)
 
     def add(self, key: Hashable, prompt: list[int], max_new: int, seed: int | None) -> None:
@@ -155,7 +155,7 @@ class DecodeSession:
         if not rows:
             return []
         chunks = [s.unfed[:PREFILL_CHUNK] for s in rows]
-        logits = self._forward(self.kv, [s.slot for s in rows], chunks)
+        hidden = self._forward(self.kv, [s.slot for s in rows], chunks)
         self.stats["prefill_tokens"] += sum(map(len, chunks))
         done = []
         for s, chunk in zip(rows, chunks, strict=True):
@@ -165,8 +165,10 @@ class DecodeSession:
         for s in ready:
             self._pending_turn.discard(s.key)
             s.decoding = True
-        picked = torch.tensor([d for d in done])
-        return self._sample(ready, logits[picked]) if ready else []
+        if not ready:
+            return []
+        picked = torch.tensor(done)
+        return self._sample(ready, self._logits(hidden[picked] if not all(done) else hidden))
 
     def _decode(self) -> list[tuple[Hashable, Sample]]:
         """One token for each row in the middle of a turn (rows whose first token came from
@@ -181,16 +183,16 @@ class DecodeSession:
             busy = set(slots)
             members = [self.slots[i] if i in busy else None for i in range(hi)]
             feed = [[m.unfed[0]] if m is not None else [] for m in members]
-            logits = self._forward(self.kv, list(range(hi)), feed)
+            hidden = self._forward(self.kv, list(range(hi)), feed)
             self.stats["dummy_rows"] += hi - len(rows)
-            keep = torch.tensor([m is not None for m in members])
-            logits = logits[keep]
+            if hi > len(rows):
+                hidden = hidden[torch.tensor([m is not None for m in members])]
         else:
-            logits = self._forward(self.kv, slots, [s.unfed[:1] for s in rows])
+            hidden = self._forward(self.kv, slots, [s.unfed[:1] for s in rows])
         for s in rows:
             s.unfed = []
         self.stats["decode_tokens"] += len(rows)
-        return self._sample(rows, logits)
+        return self._sample(rows, self._logits(hidden))
 
     def _sample(self, rows: list[_Seq], logits: torch.Tensor) -> list[tuple[Hashable, Sample]]:
         gens = None if self.greedy else [s.generator for s in rows]
@@ -208,7 +210,8 @@ class DecodeSession:
 
     def _forward(self, kv: SlotKV, slots: list[int], feeds: list[list[int]]) -> torch.Tensor:
         """Run the model on ``feeds[i]`` new tokens of slot ``slots[i]`` (a row with no
-        tokens rides along as padding); next-token logits (B, V) at each row's last token."""
+        tokens rides along as padding); the hidden state (B, H) at each row's last token (the
+        LM head is applied later, only to the rows that sample: ``_logits``)."""
         counts = [len(f) for f in feeds]
         q = max(1, max(counts))
         ids = torch.full((len(feeds), q), self.pad_id, dtype=torch.long)  # (B, Q)
@@ -221,6 +224,11 @@ class DecodeSession:
         kv.advance(slots, counts)
         self.stats["forwards"] += 1
         hidden = out.last_hidden_state  # (B, Q, H)
+        if q == 1:
+            return hidden[:, 0]  # (B, H)
         last = torch.tensor([max(c, 1) - 1 for c in counts], device=hidden.device)
-        h_last = hidden[torch.arange(len(feeds), device=hidden.device), last]  # (B, H)
-        return self.head(h_last).float()  # (B, V)
+        return hidden[torch.arange(len(feeds), device=hidden.device), last]  # (B, H)
+
+    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Next-token logits (B, V) in fp32 from last hidden states (B, H)."""
+        return self.head(hidden).float()

@@ -4,7 +4,8 @@ Where bf16 matrix products are native (a CPU with AMX-BF16 or AVX512-BF16, most 
 copy of an fp32 policy decodes 1.5x (one token per row) to 2.5x (prefill) faster and holds a
 KV cache half the size. Only the parameters are cast: buffers such as the rotary inverse
 frequencies stay fp32, so positions keep their precision. ``refresh`` copies the policy's
-current weights in (after every update); the copy never trains.
+current weights in (after every update); the copy never trains. On a CPU its linear layers
+compute with weights pre-packed for oneDNN (``agentrl.engine.packed``).
 
 Log-probs sampled from the copy differ from the fp32 policy's by bf16 rounding, so a trainer
 using it recomputes the old log-probs of the PPO ratio with the policy itself
@@ -18,6 +19,7 @@ from typing import Any
 
 import torch
 
+from agentrl.engine.packed import pack_linears, repack_linears
 from agentrl.machine import native_bf16
 
 
@@ -28,6 +30,7 @@ def make_shadow(model: Any, dtype: torch.dtype) -> Any:
         p.requires_grad_(False)
         if p.is_floating_point():
             p.data = p.data.to(dtype)
+    pack_linears(shadow)  # CPU bf16: weights laid out for oneDNN once (agentrl.engine.packed)
     return shadow.eval()
 
 
@@ -36,6 +39,7 @@ def refresh_shadow(shadow: Any, model: Any) -> None:
     """Copy ``model``'s current parameters into ``shadow`` (cast to its dtypes)."""
     for dst, src in zip(shadow.parameters(), model.parameters(), strict=True):
         dst.copy_(src)
+    repack_linears(shadow)
 
 
 def decode_dtype(mode: str, model: Any, device: str) -> torch.dtype | None:
