@@ -138,8 +138,10 @@ def eval_cmd(
         [], "--import", help="Module or .py file that registers the task (repeatable)."
     ),
     general: bool = typer.Option(
-        False, "--general", help="Also the general-capability check: 48 plain questions "
-        "(arithmetic, facts), no tools, greedy; a model only."
+        False,
+        "--general",
+        help="Also the general-capability check: 48 plain questions "
+        "(arithmetic, facts), no tools, greedy; a model only.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as the last stdout line."),
 ) -> None:

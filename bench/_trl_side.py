@@ -36,8 +36,9 @@ def _render_turn(message: dict[str, Any]) -> str:
     return "".join(parts).strip()
 
 
-def run_trl(args: argparse.Namespace, workdir: Path,
-            instances: list[list[tuple[int, int]]]) -> dict[str, Any]:
+def run_trl(
+    args: argparse.Namespace, workdir: Path, instances: list[list[tuple[int, int]]]
+) -> dict[str, Any]:
     try:
         return _run_trl(args, workdir, instances, single_turn=args.single_turn)
     except Exception as exc:  # noqa: BLE001 - report why, then fall back to what TRL can do
@@ -53,8 +54,13 @@ def run_trl(args: argparse.Namespace, workdir: Path,
         return res
 
 
-def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple[int, int]]],
-             *, single_turn: bool) -> dict[str, Any]:
+def _run_trl(
+    args: argparse.Namespace,
+    workdir: Path,
+    instances: list[list[tuple[int, int]]],
+    *,
+    single_turn: bool,
+) -> dict[str, Any]:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, TrainerCallback
@@ -66,18 +72,22 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
     from agentrl.policy.loading import load_tokenizer, resolve_model_dir
     from agentrl.train.build import env_factory
 
-    cfg = build_config({"task": {"env": "weather", "levels": args.levels,
-                                 "max_turns": args.max_turns}})
+    cfg = build_config(
+        {"task": {"env": "weather", "levels": args.levels, "max_turns": args.max_turns}}
+    )
     make_env = env_factory(cfg)  # same env kwargs (max_turns, reward weights) as agentrl's side
     notes: list[str] = []
 
     path = resolve_model_dir(args.model)  # the cached model agentrl's side loaded
     tok = load_tokenizer(path)  # split as pretrained (AutoTokenizer would split digits)
     tok.chat_template = (resources.files("trl") / "chat_templates" / "qwen2_5.jinja").read_text(
-        encoding="utf-8")
+        encoding="utf-8"
+    )
     tok.padding_side = "left"
-    notes.append("tokenizer.chat_template set to TRL's shipped qwen2_5.jinja (same Qwen2.5 format "
-                 "as agentrl's template) so TRL recognizes it and parses tool calls")
+    notes.append(
+        "tokenizer.chat_template set to TRL's shipped qwen2_5.jinja (same Qwen2.5 format "
+        "as agentrl's template) so TRL recognizes it and parses tool calls"
+    )
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
 
     class WeatherTools:
@@ -112,8 +122,10 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
     for fn in (probe.get_weather, probe.get_local_time):
         if get_json_schema(fn) != ours[fn.__name__]:
             notes.append(f"tool schema of {fn.__name__} differs from agentrl's")
-    notes.append("TRL lists tools alphabetically (get_local_time first): the prompt is the same "
-                 "text with the two tool lines swapped")
+    notes.append(
+        "TRL lists tools alphabetically (get_local_time first): the prompt is the same "
+        "text with the two tool lines swapped"
+    )
 
     eos_ids = {tok.convert_tokens_to_ids("<|im_end|>"), tok.pad_token_id}
 
@@ -123,10 +135,14 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
         for i, conv in enumerate(completions):
             env = make_env()
             env.reset(seed=int(seed[i]), options={"level": int(level[i])})
-            turns = [m for m in conv if m.get("role") == "assistant"] if isinstance(conv, list) \
+            turns = (
+                [m for m in conv if m.get("role") == "assistant"]
+                if isinstance(conv, list)
                 else [{"role": "assistant", "content": conv}]
-            truncated = bool(completion_ids) and completion_ids[i] and \
-                completion_ids[i][-1] not in eos_ids
+            )
+            truncated = (
+                bool(completion_ids) and completion_ids[i] and completion_ids[i][-1] not in eos_ids
+            )
             if truncated:
                 turns = turns[:-1]  # a turn cut off by a token limit ends the episode: "length"
             for m in turns:
@@ -145,40 +161,76 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
             messages, _ = make_env().reset(seed=seed, options={"level": level})
             rows.append({"prompt": messages, "seed": seed, "level": level})
     tool_schemas = probe.env.tool_schemas
-    prompt_lens = [len(tok.apply_chat_template(r["prompt"], tools=tool_schemas,
-                                               add_generation_prompt=True, tokenize=True,
-                                               return_dict=False)) for r in rows]
+    prompt_lens = [
+        len(
+            tok.apply_chat_template(
+                r["prompt"],
+                tools=tool_schemas,
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=False,
+            )
+        )
+        for r in rows
+    ]
     # agentrl's episode limit includes the prompt; TRL's completion budget excludes it.
     max_completion = args.max_total_tokens - max(prompt_lens)
     episodes = args.groups * args.group_size
     gconf = GRPOConfig(
         output_dir=str(workdir / "trl_run"),
-        use_cpu=True, bf16=args.trl_bf16, fp16=False,
-        per_device_train_batch_size=episodes // 2, gradient_accumulation_steps=2,
-        num_generations=args.group_size, max_steps=args.steps,
+        use_cpu=True,
+        bf16=args.trl_bf16,
+        fp16=False,
+        per_device_train_batch_size=episodes // 2,
+        gradient_accumulation_steps=2,
+        num_generations=args.group_size,
+        max_steps=args.steps,
         max_completion_length=max_completion,
         generation_kwargs={"max_new_tokens": args.max_new_tokens},  # per-turn limit
         max_tool_calling_iterations=args.max_turns - 1,
-        temperature=1.0, top_p=1.0, top_k=0, beta=0.02, epsilon=0.2,
-        learning_rate=cfg.algo.lr, lr_scheduler_type="constant", warmup_steps=0,
-        weight_decay=cfg.algo.weight_decay, max_grad_norm=cfg.algo.max_grad_norm,
-        num_iterations=1, shuffle_dataset=False, seed=args.seed,
-        report_to="none", logging_steps=1, save_strategy="no", eval_strategy="no",
-        disable_tqdm=True, dataloader_num_workers=0,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        beta=0.02,
+        epsilon=0.2,
+        learning_rate=cfg.algo.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=cfg.algo.weight_decay,
+        max_grad_norm=cfg.algo.max_grad_norm,
+        num_iterations=1,
+        shuffle_dataset=False,
+        seed=args.seed,
+        report_to="none",
+        logging_steps=1,
+        save_strategy="no",
+        eval_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
-    notes.append(f"max_completion_length={max_completion} (episode budget {args.max_total_tokens}"
-                 f" - longest prompt {max(prompt_lens)}), generation max_new_tokens="
-                 f"{args.max_new_tokens} per turn, max_tool_calling_iterations="
-                 f"{args.max_turns - 1}; per_device_train_batch_size={episodes // 2} x "
-                 "gradient_accumulation_steps=2 = one optimizer step per "
-                 f"{episodes} episodes (agentrl: minibatches=2, two optimizer steps)")
-    notes.append("TRL ends an episode on a turn without a parsable tool call (agentrl sends the "
-                 "parse error back and continues)")
+    notes.append(
+        f"max_completion_length={max_completion} (episode budget {args.max_total_tokens}"
+        f" - longest prompt {max(prompt_lens)}), generation max_new_tokens="
+        f"{args.max_new_tokens} per turn, max_tool_calling_iterations="
+        f"{args.max_turns - 1}; per_device_train_batch_size={episodes // 2} x "
+        "gradient_accumulation_steps=2 = one optimizer step per "
+        f"{episodes} episodes (agentrl: minibatches=2, two optimizer steps)"
+    )
+    notes.append(
+        "TRL ends an episode on a turn without a parsable tool call (agentrl sends the "
+        "parse error back and continues)"
+    )
     kwargs: dict[str, Any] = {}
     if not single_turn:
         kwargs["environment_factory"] = WeatherTools
-    trainer = GRPOTrainer(model=model, reward_funcs=[weather_reward], args=gconf,
-                          train_dataset=Dataset.from_list(rows), processing_class=tok, **kwargs)
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[weather_reward],
+        args=gconf,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tok,
+        **kwargs,
+    )
 
     gen: list[dict[str, float]] = []
     original = trainer._generate
@@ -188,14 +240,25 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
         out = original(prompts)
         elapsed = time.perf_counter() - t0
         completion_ids, tool_mask, completions = out[1], out[2], out[3]
-        tokens = sum(sum(m) for m in tool_mask) if tool_mask is not None \
+        tokens = (
+            sum(sum(m) for m in tool_mask)
+            if tool_mask is not None
             else sum(len(c) for c in completion_ids)
-        turns = [sum(1 for m in c if m.get("role") == "assistant") if isinstance(c, list) else 1
-                 for c in completions]
+        )
+        turns = [
+            sum(1 for m in c if m.get("role") == "assistant") if isinstance(c, list) else 1
+            for c in completions
+        ]
         seq_tokens = sum(len(p) + len(c) for p, c in zip(out[0], completion_ids, strict=True))
-        gen.append({"rollout_s": elapsed, "tokens": tokens, "episodes": len(prompts),
-                    "seq_tokens": seq_tokens,
-                    "turns": sum(turns) / len(turns)})
+        gen.append(
+            {
+                "rollout_s": elapsed,
+                "tokens": tokens,
+                "episodes": len(prompts),
+                "seq_tokens": seq_tokens,
+                "turns": sum(turns) / len(turns),
+            }
+        )
         return out
 
     trainer._generate = timed_generate  # instance attribute: time TRL's own rollout
@@ -219,19 +282,25 @@ def _run_trl(args: argparse.Namespace, workdir: Path, instances: list[list[tuple
     steps = []
     for i, g in enumerate(gen[: len(timer.marks) - 1]):
         step_s = timer.marks[i + 1] - timer.marks[i]
-        steps.append({
-            "step_s": step_s,
-            "rollout_s": g["rollout_s"],
-            "update_s": step_s - g["rollout_s"],
-            "tokens_per_s": g["tokens"] / g["rollout_s"],
-            "trained_tokens_per_s": g["seq_tokens"] / (step_s - g["rollout_s"]),
-            "episodes_per_s": g["episodes"] / g["rollout_s"],
-            "policy_tokens_per_episode": g["tokens"] / g["episodes"],
-            "turns_per_episode": g["turns"],
-            "reward": logs[i]["reward"] if i < len(logs) else float("nan"),
-        })
+        steps.append(
+            {
+                "step_s": step_s,
+                "rollout_s": g["rollout_s"],
+                "update_s": step_s - g["rollout_s"],
+                "tokens_per_s": g["tokens"] / g["rollout_s"],
+                "trained_tokens_per_s": g["seq_tokens"] / (step_s - g["rollout_s"]),
+                "episodes_per_s": g["episodes"] / g["rollout_s"],
+                "policy_tokens_per_episode": g["tokens"] / g["episodes"],
+                "turns_per_episode": g["turns"],
+                "reward": logs[i]["reward"] if i < len(logs) else float("nan"),
+            }
+        )
     if len(gen) != args.steps:
         notes.append(f"{len(gen)} generation calls for {args.steps} steps")
-    return {"steps": steps, "wall_s": wall, "notes": notes,
-            "mode": "single-turn" if single_turn else "multi-turn environment_factory",
-            "trl_version": trl_version}
+    return {
+        "steps": steps,
+        "wall_s": wall,
+        "notes": notes,
+        "mode": "single-turn" if single_turn else "multi-turn environment_factory",
+        "trl_version": trl_version,
+    }

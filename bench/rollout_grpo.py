@@ -59,13 +59,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--side", choices=("both", "agentrl", "trl"), default="both")
-    p.add_argument("--single-turn", action="store_true",
-                   help="TRL side: single-turn GRPO (no tools), not environment_factory")
-    p.add_argument("--precision", choices=("auto", "fp32"), default="auto",
-                   help="agentrl side: 'auto' = its defaults (bf16 decoding and update autocast "
-                   "where bf16 is native), 'fp32' = fp32 throughout")
-    p.add_argument("--trl-bf16", action="store_true",
-                   help="TRL side: bf16=True (default: bf16=False, fp32 throughout)")
+    p.add_argument(
+        "--single-turn",
+        action="store_true",
+        help="TRL side: single-turn GRPO (no tools), not environment_factory",
+    )
+    p.add_argument(
+        "--precision",
+        choices=("auto", "fp32"),
+        default="auto",
+        help="agentrl side: 'auto' = its defaults (bf16 decoding and update autocast "
+        "where bf16 is native), 'fp32' = fp32 throughout",
+    )
+    p.add_argument(
+        "--trl-bf16",
+        action="store_true",
+        help="TRL side: bf16=True (default: bf16=False, fp32 throughout)",
+    )
     p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch default)")
     p.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = p.parse_args(argv)
@@ -99,18 +109,31 @@ def run_agentrl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     from agentrl.train import train
 
     run_dir = workdir / "agentrl_run"
-    cfg = build_config({
-        "model": {"name": args.model, "dtype": "float32", "device": "cpu"},
-        "task": {"env": "weather", "levels": args.levels, "max_turns": args.max_turns},
-        "rollout": {"group_size": args.group_size, "groups_per_step": args.groups,
-                    "temperature": 1.0, "top_p": 1.0, "max_new_tokens": args.max_new_tokens,
-                    "max_total_tokens": args.max_total_tokens,
-                    "dtype": "auto" if args.precision == "auto" else "float32"},
-        "algo": {"kl": {"coef": 0.02}, "epochs": 1, "minibatches": 2},
-        "train": {"steps": args.steps, "seed": args.seed, "eval_episodes": 0,
-                  "autocast": "auto" if args.precision == "auto" else "off",
-                  "warmstart_demos": 0, "save_model": False, "run_dir": str(run_dir)},
-    })
+    cfg = build_config(
+        {
+            "model": {"name": args.model, "dtype": "float32", "device": "cpu"},
+            "task": {"env": "weather", "levels": args.levels, "max_turns": args.max_turns},
+            "rollout": {
+                "group_size": args.group_size,
+                "groups_per_step": args.groups,
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "max_new_tokens": args.max_new_tokens,
+                "max_total_tokens": args.max_total_tokens,
+                "dtype": "auto" if args.precision == "auto" else "float32",
+            },
+            "algo": {"kl": {"coef": 0.02}, "epochs": 1, "minibatches": 2},
+            "train": {
+                "steps": args.steps,
+                "seed": args.seed,
+                "eval_episodes": 0,
+                "autocast": "auto" if args.precision == "auto" else "off",
+                "warmstart_demos": 0,
+                "save_model": False,
+                "run_dir": str(run_dir),
+            },
+        }
+    )
     t0 = time.perf_counter()
     train(cfg, progress=False)
     wall = time.perf_counter() - t0
@@ -118,19 +141,22 @@ def run_agentrl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
         m = json.loads(line)
         n = m["rollout/episodes"]
-        steps.append({
-            "step_s": m["time/step_s"],
-            "rollout_s": m["time/rollout_s"],
-            "update_s": m["time/step_s"] - m["time/rollout_s"],
-            "tokens_per_s": m["rollout/tokens_per_s"],
-            "trained_tokens_per_s": m["rollout/total_tokens"] * cfg.algo.epochs
-            / (m["time/step_s"] - m["time/rollout_s"]),
-            "episodes_per_s": m["rollout/episodes_per_s"],
-            "policy_tokens_per_episode": m["rollout/policy_tokens"] / n,
-            "turns_per_episode": m["rollout/mean_turns"],
-            "reward": m["reward/total"],
-            "success_rate": m["rollout/success_rate"],
-        })
+        steps.append(
+            {
+                "step_s": m["time/step_s"],
+                "rollout_s": m["time/rollout_s"],
+                "update_s": m["time/step_s"] - m["time/rollout_s"],
+                "tokens_per_s": m["rollout/tokens_per_s"],
+                "trained_tokens_per_s": m["rollout/total_tokens"]
+                * cfg.algo.epochs
+                / (m["time/step_s"] - m["time/rollout_s"]),
+                "episodes_per_s": m["rollout/episodes_per_s"],
+                "policy_tokens_per_episode": m["rollout/policy_tokens"] / n,
+                "turns_per_episode": m["rollout/mean_turns"],
+                "reward": m["reward/total"],
+                "success_rate": m["rollout/success_rate"],
+            }
+        )
     # The task instances each step played (group order), so TRL gets exactly the same ones.
     instances: dict[int, list[tuple[int, int]]] = {}
     seen: set[tuple[int, int]] = set()
@@ -140,8 +166,12 @@ def run_agentrl(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         if key not in seen:
             seen.add(key)
             instances.setdefault(r["step"], []).append((r["info"]["seed"], r["level"]))
-    return {"steps": steps, "summary": summarize(steps), "wall_s": wall,
-            "instances": [instances[s] for s in sorted(instances)]}
+    return {
+        "steps": steps,
+        "summary": summarize(steps),
+        "wall_s": wall,
+        "instances": [instances[s] for s in sorted(instances)],
+    }
 
 
 def sample_instances(args: argparse.Namespace) -> list[list[tuple[int, int]]]:
@@ -189,8 +219,10 @@ def print_table(settings: dict[str, Any], results: dict[str, Any]) -> None:
         if faster is not None and av and tv:
             ratio = av / tv if faster else tv / av
         print(f"{label:<34} | {fmt(av):>10} | {fmt(tv):>10} | {fmt(ratio):>6}")
-    print("ratio = agentrl speed / TRL speed (>1: agentrl faster); medians of steps after the "
-          "first (warm-up).")
+    print(
+        "ratio = agentrl speed / TRL speed (>1: agentrl faster); medians of steps after the "
+        "first (warm-up)."
+    )
     for note in results.get("trl", {}).get("notes", []):
         print(f"TRL note: {note}")
     if "error" in results.get("trl", {}):
@@ -220,13 +252,19 @@ def compute_limit(model_name: str, dtype: torch.dtype = torch.float32, tokens: i
             seconds += time.perf_counter() - t0
             flops += repeat * 2 * tokens * w.shape[0] * w.shape[1]
     rate = flops / seconds  # FLOP/s
-    return {"gflops": rate / 1e9, "params": float(params),
-            "forward_tokens_per_s": rate / (2 * params),
-            "train_tokens_per_s": rate / (6 * params)}
+    return {
+        "gflops": rate / 1e9,
+        "params": float(params),
+        "forward_tokens_per_s": rate / (2 * params),
+        "train_tokens_per_s": rate / (6 * params),
+    }
 
 
-RATIOS = {"ratio_rollout": ("tokens_per_s", True), "ratio_trained": ("trained_tokens_per_s", True),
-          "ratio_step": ("step_s", False)}
+RATIOS = {
+    "ratio_rollout": ("tokens_per_s", True),
+    "ratio_trained": ("trained_tokens_per_s", True),
+    "ratio_step": ("step_s", False),
+}
 
 
 def headline(results: dict[str, Any], limit: dict[str, float] | None) -> dict[str, Any]:
@@ -235,10 +273,12 @@ def headline(results: dict[str, Any], limit: dict[str, float] | None) -> dict[st
     for side in ("agentrl", "trl"):
         s = results.get(side, {}).get("summary")
         if s:
-            out[side] = {"rollout_tokens_per_s": s["tokens_per_s"],
-                         "trained_tokens_per_s": s.get("trained_tokens_per_s"),
-                         "s_per_step": s["step_s"],
-                         "policy_tokens_per_episode": s["policy_tokens_per_episode"]}
+            out[side] = {
+                "rollout_tokens_per_s": s["tokens_per_s"],
+                "trained_tokens_per_s": s.get("trained_tokens_per_s"),
+                "s_per_step": s["step_s"],
+                "policy_tokens_per_episode": s["policy_tokens_per_episode"],
+            }
     a, t = results.get("agentrl", {}).get("summary"), results.get("trl", {}).get("summary")
     for name, (key, higher) in RATIOS.items():
         if a and t and a.get(key) and t.get(key):
@@ -247,7 +287,8 @@ def headline(results: dict[str, Any], limit: dict[str, float] | None) -> dict[st
         out["compute_limit"] = limit
         out["agentrl_share_of_limit"] = {
             "rollout": a["tokens_per_s"] / limit["forward_tokens_per_s"],
-            "trained": a["trained_tokens_per_s"] / limit["train_tokens_per_s"]}
+            "trained": a["trained_tokens_per_s"] / limit["train_tokens_per_s"],
+        }
     return out
 
 
@@ -257,28 +298,41 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     settings = {
-        "model": f"{args.model} (fp32 weights, cpu)", "agentrl_precision": agentrl_precision(args),
+        "model": f"{args.model} (fp32 weights, cpu)",
+        "agentrl_precision": agentrl_precision(args),
         "trl_precision": "bf16=True" if args.trl_bf16 else "fp32 (bf16=False)",
-        "native_bf16": native_bf16("cpu"), "task": f"weather levels {args.levels}",
-        "episodes/step": args.groups * args.group_size, "G": args.group_size,
-        "max_new_tokens/turn": args.max_new_tokens, "max_turns": args.max_turns,
-        "max_total_tokens": args.max_total_tokens, "temperature": 1.0, "kl": 0.02,
-        "steps": args.steps, "torch_threads": torch.get_num_threads(),
-        "cpus": os.cpu_count(), "loadavg_start": round(os.getloadavg()[0], 2),
+        "native_bf16": native_bf16("cpu"),
+        "task": f"weather levels {args.levels}",
+        "episodes/step": args.groups * args.group_size,
+        "G": args.group_size,
+        "max_new_tokens/turn": args.max_new_tokens,
+        "max_turns": args.max_turns,
+        "max_total_tokens": args.max_total_tokens,
+        "temperature": 1.0,
+        "kl": 0.02,
+        "steps": args.steps,
+        "torch_threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "loadavg_start": round(os.getloadavg()[0], 2),
     }
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="agentrl-bench-") as tmp:
         workdir = Path(tmp)
         if args.side in ("both", "agentrl"):
-            print(f"[bench] agentrl: {args.steps} GRPO steps of {settings['episodes/step']} "
-                  "episodes ...", file=sys.stderr, flush=True)
+            print(
+                f"[bench] agentrl: {args.steps} GRPO steps of {settings['episodes/step']} "
+                "episodes ...",
+                file=sys.stderr,
+                flush=True,
+            )
             results["agentrl"] = run_agentrl(args, workdir)
         if args.side in ("both", "trl"):
             from _trl_side import run_trl
 
             # The same task instances, step by step, as the agentrl side played.
-            instances = (results["agentrl"]["instances"] if "agentrl" in results
-                         else sample_instances(args))
+            instances = (
+                results["agentrl"]["instances"] if "agentrl" in results else sample_instances(args)
+            )
             print(f"[bench] TRL GRPOTrainer: {args.steps} steps ...", file=sys.stderr, flush=True)
             results["trl"] = run_trl(args, workdir, instances)
             if results["trl"].get("steps"):
@@ -293,19 +347,28 @@ def main(argv: list[str] | None = None) -> int:
     head = headline(results, limit)
     head["compute_limit_by_dtype"] = limits
     for name, lim in limits.items():
-        print(f"compute limit ({name} matmul {lim['gflops']:.0f} GFLOP/s at the model's "
-              f"shapes): {lim['forward_tokens_per_s']:,.0f} forward tokens/s, "
-              f"{lim['train_tokens_per_s']:,.0f} trained tokens/s")
+        print(
+            f"compute limit ({name} matmul {lim['gflops']:.0f} GFLOP/s at the model's "
+            f"shapes): {lim['forward_tokens_per_s']:,.0f} forward tokens/s, "
+            f"{lim['train_tokens_per_s']:,.0f} trained tokens/s"
+        )
     if "agentrl_share_of_limit" in head:
         share = head["agentrl_share_of_limit"]
-        print(f"agentrl's share of the {'bf16' if bf16 else 'fp32'} limit: "
-              f"rollout {share['rollout']:.1%}, update {share['trained']:.1%}")
+        print(
+            f"agentrl's share of the {'bf16' if bf16 else 'fp32'} limit: "
+            f"rollout {share['rollout']:.1%}, update {share['trained']:.1%}"
+        )
     if args.json:
         for side in ("agentrl", "trl"):  # the headline figures at the top of each side
             if side in head and side in results:
                 results[side] = {**head.pop(side), **results[side]}
-        payload = {**head, "settings": settings, "python": platform.python_version(),
-                   "torch": torch.__version__, **results}
+        payload = {
+            **head,
+            "settings": settings,
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            **results,
+        }
         for side in payload.values():
             if isinstance(side, dict):
                 side.pop("instances", None)

@@ -205,6 +205,7 @@ def ppo_update(
         kl_coef=kl_coef if kl_in_loss else 0.0, kl_kind=kl_kind, entropy_coef=entropy_coef,
         loss_agg=loss_agg, temperature=temperature,
     )  # fmt: skip
+
     def stop(sums: dict[str, float]) -> bool:  # PPO always reports policy/early_stop
         return target_kl is not None and sums.get("approx_kl_old", 0.0) > 1.5 * target_kl
 

@@ -159,7 +159,7 @@ class DecodeSession:
         self.stats["prefill_tokens"] += sum(map(len, chunks))
         done = []
         for s, chunk in zip(rows, chunks, strict=True):
-            s.unfed = s.unfed[len(chunk):]
+            s.unfed = s.unfed[len(chunk) :]
             done.append(not s.unfed)
         ready = [s for s, d in zip(rows, done, strict=True) if d]
         for s in ready:

@@ -175,8 +175,9 @@ def run_eval(
         return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0)
     text = load_text_policy(policy, seed0)
     if general and (suites or text is not None):
-        raise ValueError("--general checks a model (a run directory, a model path or id), "
-                         "without --suite")
+        raise ValueError(
+            "--general checks a model (a run directory, a model path or id), without --suite"
+        )
     if text is not None:
         return evaluate_text_task(text, task=task, episodes=episodes or 96, levels=levels,
                                   seed0=seed0, imports=list(imports))  # fmt: skip

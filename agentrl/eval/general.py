@@ -79,8 +79,9 @@ def general_check(generator: Any, tokenizer: Any, seed: int = 0) -> dict[str, An
     and each question's reply."""
     qs = questions(seed)
     prompts = [
-        encode_prompt(tokenizer, [{"role": "system", "content": SYSTEM},
-                                  {"role": "user", "content": q.text}])  # fmt: skip
+        encode_prompt(
+            tokenizer, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q.text}]
+        )  # fmt: skip
         for q in qs
     ]
     samples = generator.generate(prompts, max_new_tokens=MAX_NEW_TOKENS, greedy=True)
@@ -94,6 +95,8 @@ def general_check(generator: Any, tokenizer: Any, seed: int = 0) -> dict[str, An
         "accuracy": sum(right) / len(right),
         "by_kind": by_kind,
         "questions": len(qs),
-        "replies": [{"question": q.text, "reply": r, "correct": ok}
-                    for q, r, ok in zip(qs, replies, right, strict=True)],  # fmt: skip
+        "replies": [
+            {"question": q.text, "reply": r, "correct": ok}
+            for q, r, ok in zip(qs, replies, right, strict=True)
+        ],  # fmt: skip
     }

@@ -87,8 +87,13 @@ def test_epochs_times_minibatches_updates_and_invalid_rows_are_left_out():
     stats = _update(model, batch, torch.ones(4), epochs=2, minibatches=2)
     assert stats["stepped"] == [True] * 4
     # a row without loss tokens (an invalid episode) takes no part: the same update without it
-    masked = Batch(batch.input_ids, batch.attention, batch.targets,
-                   batch.mask * torch.tensor([[1.0], [1.0], [1.0], [0.0]]), batch.old_logp)
+    masked = Batch(
+        batch.input_ids,
+        batch.attention,
+        batch.targets,
+        batch.mask * torch.tensor([[1.0], [1.0], [1.0], [0.0]]),
+        batch.old_logp,
+    )
     three = Bigram()
     three_batch = _batch(three, rows=3)
     a, b = Bigram(), Bigram()

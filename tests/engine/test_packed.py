@@ -45,7 +45,8 @@ def test_shadow_is_packed_and_follows_the_policy_after_refresh(tiny_policy):
     linears = sum(type(m) is torch.nn.Linear for m in model.modules())
     shadow = make_shadow(model, torch.bfloat16)
     assert sum(isinstance(m, PackedLinear) for m in shadow.modules()) == linears
-    ids = torch.randint(0, model.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(1))
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, model.config.vocab_size, (2, 16), generator=gen)
 
     def close_to_plain():
         with torch.no_grad():

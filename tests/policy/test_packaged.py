@@ -89,8 +89,10 @@ def train_bpe() -> Tokenizer:
 
 def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp's q/k row order (convert_hf_to_gguf.py); transformers undoes it on load."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(
-        w.shape
+    return (
+        w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(w.shape)
     )
 
 
