@@ -117,12 +117,27 @@ def eval_cmd(
         help="Run directory, saved model path, HF hub id, 'agentrl/tiny', 'reference' "
         "(the reference solvers) or 'openai:BASE_URL:MODEL' (any OpenAI-compatible server).",
     ),
-    task: str = typer.Option(None, help="Registered environment id (default: weather)."),
+    task: str = typer.Option(
+        None, help="Registered environment id (default: a run directory's task, else weather)."
+    ),
     episodes: int = typer.Option(
         None, help="Held-out episodes (default 96); with --suite, episodes per task (default 8)."
     ),
     levels: str = typer.Option(
-        None, help="Comma-separated difficulty levels, cycled (default: 1,2,3)."
+        None, help="Comma-separated difficulty levels, cycled (default: the run's, else 1,2,3)."
+    ),
+    max_turns: int = typer.Option(None, help="Turns per episode (default: the run's, else 6)."),
+    max_new_tokens: int = typer.Option(
+        None, help="Tokens per turn (default: the run's rollout.max_new_tokens, else 96)."
+    ),
+    max_total_tokens: int = typer.Option(
+        None, help="Tokens per episode (default: the run's rollout.max_total_tokens, else 1024)."
+    ),
+    env: list[str] = typer.Option(
+        [],
+        "--env",
+        help="KEY=VALUE passed to the environment (repeatable; VALUE read as YAML), e.g. "
+        "--env split=heldout for the dynamic task's held-out tools.",
     ),
     seed: int = typer.Option(10_000, help="First held-out seed."),
     suite: list[str] = typer.Option(
@@ -154,13 +169,16 @@ def eval_cmd(
         _fail(f"{' and '.join(given)} cannot be combined with --suite: a suite runs its own tasks "
               "and levels (drop one or the other)")  # fmt: skip
     try:
-        level_list = [int(x) for x in (levels or "1,2,3").split(",") if x.strip()]
+        level_list = [int(x) for x in levels.split(",") if x.strip()] if levels else None
     except ValueError:
         _fail(f"--levels must be comma-separated integers, got {levels!r}")
+    env_kwargs = _parse_env_options(env)
     try:
         report, records = api.run_eval(
-            policy, task=task or "weather", levels=level_list, suites=suite, episodes=episodes,
-            seed0=seed, imports=imports, general=general,
+            policy, task=task, levels=level_list, suites=suite, episodes=episodes, seed0=seed,
+            imports=imports, general=general, max_turns=max_turns,
+            max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens,
+            env_kwargs=env_kwargs,
         )  # fmt: skip
     except (OSError, ImportError, KeyError, ValueError) as err:  # ImportError: a missing extra
         _fail(str(err))
@@ -169,6 +187,22 @@ def eval_cmd(
     for line in api.report_lines(report):
         console.print(line, markup=False, soft_wrap=True)
     _emit(report, as_json)
+
+
+def _parse_env_options(options: list[str]) -> dict:
+    """``--env KEY=VALUE`` options as keyword arguments (each VALUE parsed as YAML)."""
+    import yaml
+
+    kwargs = {}
+    for opt in options:
+        key, sep, raw = opt.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--env expects KEY=VALUE, got {opt!r}")
+        try:
+            kwargs[key.strip()] = yaml.safe_load(raw)
+        except yaml.YAMLError as err:
+            _fail(f"--env {key.strip()}: VALUE is not valid YAML ({err})")
+    return kwargs
 
 
 @app.command()

@@ -42,6 +42,26 @@ def resolve_model_path(model_or_run_dir: str) -> str:
     return model_or_run_dir
 
 
+def run_settings(policy: str) -> dict[str, Any]:
+    """The task settings a run directory was trained with (its ``config.yaml``), as
+    ``run_eval`` keyword defaults; {} for anything that is not a run directory."""
+    path = Path(policy) / "config.yaml"
+    if not path.is_file():
+        return {}
+    from agentrl.config import load_config
+
+    cfg = load_config(path)
+    return {
+        "task": cfg.task.env,
+        "levels": list(cfg.task.levels),
+        "max_turns": cfg.task.max_turns,
+        "env_kwargs": dict(cfg.task.env_kwargs),
+        "imports": list(cfg.task.imports),
+        "max_new_tokens": cfg.rollout.max_new_tokens,
+        "max_total_tokens": cfg.rollout.max_total_tokens,
+    }
+
+
 def evaluate_model(
     model_or_run_dir: str,
     *,
@@ -55,16 +75,18 @@ def evaluate_model(
     device: str = "cpu",
     imports: list[str] | None = None,
     general: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list]:
     """Greedy evaluation on held-out seeds; returns (report, trajectories). ``general``: also
-    the general-capability check (``report["general"]``)."""
+    the general-capability check (``report["general"]``). ``env_kwargs`` go to ``make``."""
     import_env_modules(imports or [])
+    kwargs = dict(env_kwargs or {})
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
-    make(task, max_turns=max_turns)
+    check_env_kwargs(task, max_turns, kwargs)
     generator = _hf_generator(model_or_run_dir, device)
 
     def make_env():
-        return make(task, max_turns=max_turns)
+        return make(task, max_turns=max_turns, **kwargs)
 
     levels = levels or [1, 2, 3]
     report, trajs = evaluate(
@@ -80,6 +102,14 @@ def evaluate_model(
     if general:
         report["general"] = general_check(generator, generator.tokenizer)
     return report, trajs
+
+
+def check_env_kwargs(task: str, max_turns: int, kwargs: dict[str, Any]) -> Any:
+    """``make(task, ...)``, with a keyword the task does not take as a ValueError naming it."""
+    try:
+        return make(task, max_turns=max_turns, **kwargs)
+    except TypeError as err:
+        raise ValueError(f"task {task!r} rejected its options {sorted(kwargs)}: {err}") from err
 
 
 def load_text_policy(spec: str, seed: int = 0) -> TextPolicy | None:
@@ -106,10 +136,11 @@ def evaluate_text_task(
     seed0: int = 10_000,
     max_turns: int = 6,
     imports: list[str] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``evaluate_model``'s counterpart for text policies (reference, OpenAI endpoints)."""
     import_env_modules(imports or [])
-    env = make(task, max_turns=max_turns)
+    env = check_env_kwargs(task, max_turns, env_kwargs or {})
     levels = levels or [1, 2, 3]
     records = [
         run_text_episode(policy, env, seed0 + i, levels[i % len(levels)]) for i in range(episodes)
@@ -156,33 +187,52 @@ def evaluate_suites(
 def run_eval(
     policy: str,
     *,
-    task: str = "weather",
+    task: str | None = None,
     levels: list[int] | None = None,
     suites: list[str] | tuple[str, ...] = (),
     episodes: int | None = None,
     seed0: int = 10_000,
     imports: list[str] | tuple[str, ...] = (),
     general: bool = False,
+    max_turns: int | None = None,
+    max_new_tokens: int | None = None,
+    max_total_tokens: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """What ``agentrl eval`` runs: the named ``suites`` (``all``: every one, 8 episodes per
     task by default), else 96 episodes of ``task`` with a model or a text policy. ``general``:
     a model's general-capability check too (``agentrl.eval.general``).
+
+    A run directory's own task settings (``run_settings``) are the defaults of every task
+    argument left None; without one: weather, levels 1-3, 6 turns, 96 / 1,024 tokens.
+    ``env_kwargs`` update the run's ``task.env_kwargs``.
 
     Returns (report, episode records).
     """
     if suites:
         names = list(SUITES) if "all" in suites else list(suites)
         return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0)
+    base = {"task": "weather", "levels": [1, 2, 3], "max_turns": 6, "env_kwargs": {},
+            "imports": [], "max_new_tokens": 96, "max_total_tokens": 1024}  # fmt: skip
+    if task is None or task == run_settings(policy).get("task"):
+        base.update(run_settings(policy))
+    given = {"task": task, "levels": levels, "max_turns": max_turns,
+             "max_new_tokens": max_new_tokens, "max_total_tokens": max_total_tokens}  # fmt: skip
+    opts = {**base, **{k: v for k, v in given.items() if v is not None}}
+    opts["env_kwargs"] = {**base["env_kwargs"], **(env_kwargs or {})}
+    opts["imports"] = [*base["imports"], *imports]
     text = load_text_policy(policy, seed0)
     if general and (suites or text is not None):
         raise ValueError(
             "--general checks a model (a run directory, a model path or id), without --suite"
         )
     if text is not None:
-        return evaluate_text_task(text, task=task, episodes=episodes or 96, levels=levels,
-                                  seed0=seed0, imports=list(imports))  # fmt: skip
-    report, trajs = evaluate_model(policy, task=task, episodes=episodes or 96, levels=levels,
-                                   seed0=seed0, imports=list(imports), general=general)  # fmt: skip
+        return evaluate_text_task(text, task=opts["task"], episodes=episodes or 96,
+                                  levels=opts["levels"], seed0=seed0, imports=opts["imports"],
+                                  max_turns=opts["max_turns"],
+                                  env_kwargs=opts["env_kwargs"])  # fmt: skip
+    report, trajs = evaluate_model(policy, episodes=episodes or 96, seed0=seed0, general=general,
+                                   **opts)  # fmt: skip
     return report, [t.to_record() for t in trajs]
 
 

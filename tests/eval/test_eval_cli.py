@@ -106,3 +106,44 @@ def test_a_suite_runs_math_when_the_extra_is_there():
     basic = json.loads(result.stdout.strip().splitlines()[-1])["suites"]["basic"]
     assert basic["skipped"] == {} and basic["tasks"]["math"]["success_rate"] == 1.0
     assert "SKIPPED" not in result.output
+
+
+def test_env_options_reach_the_task(tmp_path):
+    from agentrl.envs import make
+
+    heldout = make("dynamic", split="heldout")
+    heldout.reset(seed=10_000)
+    result = runner.invoke(app, ["eval", "reference", "--task", "dynamic", "--env", "split=heldout",
+                                 "--episodes", "2", "--levels", "1", "--out", str(tmp_path),
+                                 "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rec = json.loads((tmp_path / "transcripts.jsonl").read_text().splitlines()[0])
+    offered = {s["function"]["name"] for s in heldout.tool_schemas}
+    assert rec["tool_calls"][0]["name"] in offered  # a held-out tool, never offered in training
+
+
+@pytest.mark.parametrize(
+    "opt, named", [("bogus=1", "bogus"), ("novalue", "KEY=VALUE"), ("split=[", "split")]
+)
+def test_a_bad_env_option_is_named(opt, named):
+    result = runner.invoke(app, ["eval", "reference", "--task", "dynamic", "--env", opt])
+    assert result.exit_code == 2 and named in result.output
+
+
+def test_a_run_directory_is_evaluated_on_its_own_task(tiny_dir, tmp_path):
+    from agentrl.config import build_config, save_config
+    from agentrl.eval.api import run_eval
+
+    run = tmp_path / "run"
+    (run / "model").mkdir(parents=True)
+    for f in tiny_dir.iterdir():
+        (run / "model" / f.name).write_bytes(f.read_bytes())
+    cfg = build_config(overrides=["task.env=meeting", "task.levels=[0]", "task.max_turns=3",
+                                  "rollout.max_total_tokens=2048"])  # fmt: skip
+    save_config(cfg, run / "config.yaml")
+    report, records = run_eval(str(run), episodes=1)
+    assert report["task"] == "meeting" and set(report["success_by_level"]) == {"0"}
+    assert all(sum(m["role"] == "assistant" for m in r["messages"]) <= 3 for r in records)
+    assert max(r["num_tokens"] for r in records) > 1024  # the run's budget, not eval's default
+    report, _ = run_eval(str(run), task="weather", episodes=1)  # another task: its own defaults
+    assert report["task"] == "weather" and set(report["success_by_level"]) == {"1"}
