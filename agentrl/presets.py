@@ -2,8 +2,8 @@
 
 The tiny model's demo is the config defaults plus dynamic difficulty. A pretrained model gets
 the settings measured on SmolLM2-135M-Instruct (``configs/smollm2_weather.yaml`` spells them
-out, with how each was chosen): a gentle warm start, full fine-tuning at lr 1e-5, a token
-budget that holds two lookups, uniform levels.
+out, with how each was chosen): a gentle warm start, full fine-tuning at lr 2e-5 with groups
+of 8, a token budget that holds three lookups, uniform levels.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ TINY_DEMO = ("curriculum.enabled=true", "train.steps=15", "rollout.dtype=float32
 PRETRAINED_DEMO = (
     "task.levels=[1,2,3]",
     "task.max_turns=6",
-    "rollout.group_size=4",
-    "rollout.groups_per_step=8",
+    "rollout.group_size=8",
+    "rollout.groups_per_step=4",
     "rollout.temperature=0.8",
     "rollout.max_new_tokens=96",
     "rollout.max_total_tokens=1536",
     "algo.name=grpo",
-    "algo.lr=1e-5",
+    "algo.lr=2e-5",
     "algo.kl.coef=0.02",
-    "train.steps=30",
+    "train.steps=20",
     "train.warmstart_demos=64",
     "train.warmstart_epochs=2",
     "train.warmstart_lr=5e-5",
