@@ -158,6 +158,11 @@ def eval_cmd(
         help="Also the general-capability check: 48 plain questions "
         "(arithmetic, facts), no tools, greedy; a model only.",
     ),
+    weights: str = typer.Option(
+        "final",
+        help="A run directory's weights: final (its model/) or start (when RL began, after "
+        "the warm start: the run's 'before').",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as the last stdout line."),
 ) -> None:
     """Evaluate POLICY alone with greedy decoding on fixed held-out seeds: one task, or the
@@ -178,7 +183,7 @@ def eval_cmd(
             policy, task=task, levels=level_list, suites=suite, episodes=episodes, seed0=seed,
             imports=imports, general=general, max_turns=max_turns,
             max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens,
-            env_kwargs=env_kwargs,
+            env_kwargs=env_kwargs, weights=weights,
         )  # fmt: skip
     except (OSError, ImportError, KeyError, ValueError) as err:  # ImportError: a missing extra
         _fail(str(err))

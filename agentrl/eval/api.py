@@ -76,14 +76,16 @@ def evaluate_model(
     imports: list[str] | None = None,
     general: bool = False,
     env_kwargs: dict[str, Any] | None = None,
+    weights: str = "final",
 ) -> tuple[dict[str, Any], list]:
     """Greedy evaluation on held-out seeds; returns (report, trajectories). ``general``: also
-    the general-capability check (``report["general"]``). ``env_kwargs`` go to ``make``."""
+    the general-capability check (``report["general"]``). ``env_kwargs`` go to ``make``.
+    ``weights="start"``: a run directory's weights when RL began (after its warm start)."""
     import_env_modules(imports or [])
     kwargs = dict(env_kwargs or {})
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
     check_env_kwargs(task, max_turns, kwargs)
-    generator = _hf_generator(model_or_run_dir, device)
+    generator = _hf_generator(model_or_run_dir, device, weights)
 
     def make_env():
         return make(task, max_turns=max_turns, **kwargs)
@@ -98,10 +100,26 @@ def evaluate_model(
         max_new_tokens=max_new_tokens,
         max_total_tokens=max_total_tokens,
     )
-    report = {"model": model_or_run_dir, "task": task, **report}
+    report = {"model": model_or_run_dir, "weights": weights, "task": task, **report}
     if general:
         report["general"] = general_check(generator, generator.tokenizer)
     return report, trajs
+
+
+def load_start_weights(model: Any, run_dir: Path, device: str) -> None:
+    """Load a run's weights at RL start (``checkpoints/rl_start.pt``) into ``model``."""
+    import torch
+
+    from agentrl.checkpoint import START_FILE
+
+    path = run_dir / "checkpoints" / START_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"--weights start needs a run directory with {path}; not found")
+    state = torch.load(path, map_location=device)  # written by this project's trainer
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:  # a LoRA run's start weights are the adapter-wrapped model's
+        raise ValueError(f"{path} does not fit {run_dir / 'model'}: {str(err)[:200]}") from err
 
 
 def check_env_kwargs(task: str, max_turns: int, kwargs: dict[str, Any]) -> Any:
@@ -121,8 +139,12 @@ def load_text_policy(spec: str, seed: int = 0) -> TextPolicy | None:
     return None
 
 
-def _hf_generator(model_or_run_dir: str, device: str) -> Engine:
+def _hf_generator(model_or_run_dir: str, device: str, weights: str = "final") -> Engine:
     model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
+    if weights == "start":
+        load_start_weights(model, Path(model_or_run_dir), device)
+    elif weights != "final":
+        raise ValueError(f"weights must be 'final' or 'start', got {weights!r}")
     return Engine(model, tok, stop_token_ids(tok), tok.pad_token_id,
                   dtype=decode_dtype("auto", model, device))  # fmt: skip
 
@@ -198,6 +220,7 @@ def run_eval(
     max_new_tokens: int | None = None,
     max_total_tokens: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    weights: str = "final",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """What ``agentrl eval`` runs: the named ``suites`` (``all``: every one, 8 episodes per
     task by default), else 96 episodes of ``task`` with a model or a text policy. ``general``:
@@ -209,6 +232,8 @@ def run_eval(
 
     Returns (report, episode records).
     """
+    if suites and weights != "final":
+        raise ValueError("--weights start evaluates one task, not --suite")
     if suites:
         names = list(SUITES) if "all" in suites else list(suites)
         return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0)
@@ -226,13 +251,15 @@ def run_eval(
         raise ValueError(
             "--general checks a model (a run directory, a model path or id), without --suite"
         )
+    if text is not None and weights != "final":
+        raise ValueError("--weights start is for a run directory, not a text policy")
     if text is not None:
         return evaluate_text_task(text, task=opts["task"], episodes=episodes or 96,
                                   levels=opts["levels"], seed0=seed0, imports=opts["imports"],
                                   max_turns=opts["max_turns"],
                                   env_kwargs=opts["env_kwargs"])  # fmt: skip
     report, trajs = evaluate_model(policy, episodes=episodes or 96, seed0=seed0, general=general,
-                                   **opts)  # fmt: skip
+                                   weights=weights, **opts)  # fmt: skip
     return report, [t.to_record() for t in trajs]
 
 

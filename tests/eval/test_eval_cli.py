@@ -147,3 +147,29 @@ def test_a_run_directory_is_evaluated_on_its_own_task(tiny_dir, tmp_path):
     assert max(r["num_tokens"] for r in records) > 1024  # the run's budget, not eval's default
     report, _ = run_eval(str(run), task="weather", episodes=1)  # another task: its own defaults
     assert report["task"] == "weather" and set(report["success_by_level"]) == {"1"}
+
+
+def test_start_weights_are_the_run_start_checkpoint(tiny_dir, tmp_path):
+    import torch
+
+    from agentrl.eval.api import load_start_weights
+    from agentrl.policy.loading import load_policy
+
+    model, _ = load_policy(str(tiny_dir))
+    start = {k: v + 1.0 if v.is_floating_point() else v for k, v in model.state_dict().items()}
+    (tmp_path / "checkpoints").mkdir()
+    torch.save(start, tmp_path / "checkpoints" / "rl_start.pt")
+    load_start_weights(model, tmp_path, "cpu")
+    name, tensor = next(iter(start.items()))
+    assert torch.equal(model.state_dict()[name], tensor)
+    bad = {k: v for k, v in list(start.items())[1:]}  # a missing key: refused, named
+    torch.save(bad, tmp_path / "checkpoints" / "rl_start.pt")
+    with pytest.raises(ValueError, match="does not fit"):
+        load_start_weights(model, tmp_path, "cpu")
+
+
+def test_start_weights_without_a_run_start_is_named(tiny_dir):
+    result = runner.invoke(app, ["eval", str(tiny_dir), "--weights", "start", "--episodes", "1"])
+    assert result.exit_code == 2 and "rl_start.pt" in result.output
+    result = runner.invoke(app, ["eval", "reference", "--weights", "start", "--episodes", "1"])
+    assert result.exit_code == 2 and "run directory" in result.output
