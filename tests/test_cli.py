@@ -196,7 +196,8 @@ def test_demo_model_option_picks_the_pretrained_preset(monkeypatch, tmp_path):
     result = runner.invoke(app, ["demo", "--model", "agentrl/smollm2-135m", "--run-dir", run])
     assert result.exit_code == 0, result.output
     cfg = seen["cfg"]
-    assert cfg.model.name == "agentrl/smollm2-135m" and cfg.algo.lr == 1e-5
+    assert cfg.model.name == "agentrl/smollm2-135m" and cfg.algo.lr == 2e-5
+    assert cfg.rollout.group_size == 8 and cfg.train.steps == 20
     assert cfg.rollout.max_total_tokens == 1536 and not cfg.curriculum.enabled
     assert runner.invoke(app, ["demo", "--run-dir", run]).exit_code == 0
     assert seen["cfg"].model.name == "agentrl/tiny" and seen["cfg"].curriculum.enabled
