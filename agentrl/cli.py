@@ -174,16 +174,11 @@ def eval_cmd(
         _fail(f"{' and '.join(given)} cannot be combined with --suite: a suite runs its own tasks "
               "and levels (drop one or the other)")  # fmt: skip
     try:
-        level_list = [int(x) for x in levels.split(",") if x.strip()] if levels else None
-    except ValueError:
-        _fail(f"--levels must be comma-separated integers, got {levels!r}")
-    env_kwargs = _parse_env_options(env)
-    try:
         report, records = api.run_eval(
-            policy, task=task, levels=level_list, suites=suite, episodes=episodes, seed0=seed,
-            imports=imports, general=general, max_turns=max_turns,
+            policy, task=task, levels=_parse_levels(levels), suites=suite, episodes=episodes,
+            seed0=seed, imports=imports, general=general, max_turns=max_turns,
             max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens,
-            env_kwargs=env_kwargs, weights=weights,
+            env_kwargs=_parse_env_options(env), weights=weights,
         )  # fmt: skip
     except (OSError, ImportError, KeyError, ValueError) as err:  # ImportError: a missing extra
         _fail(str(err))
@@ -192,6 +187,14 @@ def eval_cmd(
     for line in api.report_lines(report):
         console.print(line, markup=False, soft_wrap=True)
     _emit(report, as_json)
+
+
+def _parse_levels(levels: str | None) -> list[int] | None:
+    """``--levels 1,2,3`` as integers; None when not given."""
+    try:
+        return [int(x) for x in levels.split(",") if x.strip()] if levels else None
+    except ValueError:
+        _fail(f"--levels must be comma-separated integers, got {levels!r}")
 
 
 def _parse_env_options(options: list[str]) -> dict:
