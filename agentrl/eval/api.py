@@ -239,8 +239,9 @@ def run_eval(
         return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0)
     base = {"task": "weather", "levels": [1, 2, 3], "max_turns": 6, "env_kwargs": {},
             "imports": [], "max_new_tokens": 96, "max_total_tokens": 1024}  # fmt: skip
-    if task is None or task == run_settings(policy).get("task"):
-        base.update(run_settings(policy))
+    own = run_settings(policy)
+    if task is None or task == own.get("task"):
+        base.update(own)
     given = {"task": task, "levels": levels, "max_turns": max_turns,
              "max_new_tokens": max_new_tokens, "max_total_tokens": max_total_tokens}  # fmt: skip
     opts = {**base, **{k: v for k, v in given.items() if v is not None}}
