@@ -169,7 +169,10 @@ def eval_cmd(
     named suites."""
     from agentrl.eval import api
 
-    given = [opt for opt, v in (("--task", task), ("--levels", levels), ("--import", imports)) if v]
+    task_opts = (("--task", task), ("--levels", levels), ("--import", imports), ("--env", env),
+                 ("--max-turns", max_turns), ("--max-new-tokens", max_new_tokens),
+                 ("--max-total-tokens", max_total_tokens))  # fmt: skip
+    given = [opt for opt, v in task_opts if v]
     if suite and given:
         _fail(f"{' and '.join(given)} cannot be combined with --suite: a suite runs its own tasks "
               "and levels (drop one or the other)")  # fmt: skip

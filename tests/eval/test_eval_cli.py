@@ -77,8 +77,10 @@ def test_a_missing_extra_with_a_model_policy(no_reasoning_gym, tiny_dir):
 
 
 @pytest.mark.parametrize(
-    "extra", [["--task", "math"], ["--levels", "2"], ["--import", "os"], ["--task", "weather"]]
-)
+    "extra",
+    [["--task", "math"], ["--levels", "2"], ["--import", "os"], ["--task", "weather"],
+     ["--env", "split=heldout"], ["--max-turns", "3"], ["--max-total-tokens", "2048"]],
+)  # fmt: skip
 def test_a_suite_refuses_options_it_would_ignore(extra):
     result = runner.invoke(app, ["eval", "reference", "--suite", "basic", *extra])
     line = _one_error_line(result)
