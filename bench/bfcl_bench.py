@@ -2,6 +2,7 @@
 
     python bench/bfcl_bench.py reference            # proves the scorer: ~100%
     python bench/bfcl_bench.py agentrl/tiny --limit 20 --multi-turn-limit 3
+    python bench/bfcl_bench.py runs/smollm2_weather --weights start   # a run's "before"
 
 POLICY (positional, as in ``agentrl eval POLICY``) is ``reference`` (the default) or a model /
 run directory / hub id (greedy decoding). Prints one line per category and the JSON report as
@@ -26,6 +27,12 @@ def main() -> None:
     ap.add_argument("--multi-turn-limit", type=int, default=None, help="Multi-turn entries.")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--max-new-tokens", type=int, default=160)
+    ap.add_argument(
+        "--weights",
+        default="final",
+        choices=["final", "start"],
+        help="A run directory's weights: final, or start (when RL began).",
+    )
     args = ap.parse_args()
     if not bfcl_available():
         sys.exit("bfcl-eval is not installed: pip install --no-deps bfcl-eval")
@@ -33,15 +40,11 @@ def main() -> None:
 
     policy: object = "reference"
     if args.policy != "reference":
-        from agentrl.chat.render import stop_token_ids
-        from agentrl.engine.decoder import Engine
-        from agentrl.eval.api import resolve_model_path
-        from agentrl.policy.loading import load_policy
+        from agentrl.eval.api import load_eval_engine
 
-        model, tok = load_policy(resolve_model_path(args.policy), device=args.device)
-        gen = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
+        gen = load_eval_engine(args.policy, args.device, args.weights)
         policy = HFBFCLPolicy(gen, max_new_tokens=args.max_new_tokens)
-    report: dict = {"policy": args.policy, "accuracy": {}, "entries": {}}
+    report: dict = {"policy": args.policy, "weights": args.weights, "accuracy": {}, "entries": {}}
     t0 = time.time()
     for cat in args.categories.split(","):
         limit = args.multi_turn_limit if cat in MULTI_TURN else args.limit

@@ -85,7 +85,7 @@ def evaluate_model(
     kwargs = dict(env_kwargs or {})
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
     check_env_kwargs(task, max_turns, kwargs)
-    generator = _hf_generator(model_or_run_dir, device, weights)
+    generator = load_eval_engine(model_or_run_dir, device, weights)
 
     def make_env():
         return make(task, max_turns=max_turns, **kwargs)
@@ -139,7 +139,9 @@ def load_text_policy(spec: str, seed: int = 0) -> TextPolicy | None:
     return None
 
 
-def _hf_generator(model_or_run_dir: str, device: str, weights: str = "final") -> Engine:
+def load_eval_engine(model_or_run_dir: str, device: str, weights: str = "final") -> Engine:
+    """A greedy-capable decode engine on a model, hub id or run directory (``weights``: the
+    run's ``final`` model or its ``start``, when RL began)."""
     model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
     if weights == "start":
         load_start_weights(model, Path(model_or_run_dir), device)
@@ -180,8 +182,10 @@ def evaluate_suites(
     device: str = "cpu",
     max_new_tokens: int = 128,
     max_total_tokens: int = 2048,
+    weights: str = "final",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Run named suites (``basic``, ``hard``, ``adversarial``) with greedy decoding.
+    """Run named suites (``basic``, ``hard``, ``adversarial``) with greedy decoding;
+    ``weights="start"``: a run directory's weights when RL began.
 
     Returns the report (``success_rate`` overall, per suite and per task under
     ``suites[name]["tasks"]``) and every episode record (the transcripts).
@@ -190,9 +194,12 @@ def evaluate_suites(
     if unknown:
         raise ValueError(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
     text = load_text_policy(policy_spec, seed=seed0)
-    generator = None if text is not None else _hf_generator(policy_spec, device)
-    report: dict[str, Any] = {"policy": policy_spec, "decoding": "greedy", "seed0": seed0,
-                              "episodes_per_task": episodes, "suites": {}}  # fmt: skip
+    if text is not None and weights != "final":
+        raise ValueError("--weights start is for a run directory, not a text policy")
+    generator = None if text is not None else load_eval_engine(policy_spec, device, weights)
+    report: dict[str, Any] = {"policy": policy_spec, "weights": weights, "decoding": "greedy",
+                              "seed0": seed0, "episodes_per_task": episodes,
+                              "suites": {}}  # fmt: skip
     records: list[dict[str, Any]] = []
     for name in suites:
         summary, recs = run_suite(
@@ -232,11 +239,10 @@ def run_eval(
 
     Returns (report, episode records).
     """
-    if suites and weights != "final":
-        raise ValueError("--weights start evaluates one task, not --suite")
     if suites:
         names = list(SUITES) if "all" in suites else list(suites)
-        return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0)
+        return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0,
+                               weights=weights)  # fmt: skip
     base = {"task": "weather", "levels": [1, 2, 3], "max_turns": 6, "env_kwargs": {},
             "imports": [], "max_new_tokens": 96, "max_total_tokens": 1024}  # fmt: skip
     own = run_settings(policy)

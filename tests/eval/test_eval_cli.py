@@ -175,3 +175,6 @@ def test_start_weights_without_a_run_start_is_named(tiny_dir):
     assert result.exit_code == 2 and "rl_start.pt" in result.output
     result = runner.invoke(app, ["eval", "reference", "--weights", "start", "--episodes", "1"])
     assert result.exit_code == 2 and "run directory" in result.output
+    for policy, named in ((str(tiny_dir), "rl_start.pt"), ("reference", "run directory")):
+        result = runner.invoke(app, ["eval", policy, "--weights", "start", "--suite", "basic"])
+        assert result.exit_code == 2 and named in result.output  # suites load the start too
