@@ -15,14 +15,17 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from agentrl.config.algo import AlgoConfig, GRPOConfig, KLConfig, PPOConfig, ScheduleConfig
 from agentrl.config.base import Section
+from agentrl.config.monitor import AlertRule, MonitorConfig
 from agentrl.tools.settings import ToolsConfig
 
 __all__ = [
+    "AlertRule",
     "AlgoConfig",
     "Config",
     "ConfigError",
     "GRPOConfig",
     "KLConfig",
+    "MonitorConfig",
     "PPOConfig",
     "ScheduleConfig",
     "build_config",
@@ -259,6 +262,7 @@ class Config(Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     tools: ToolsConfig = Field(
         default_factory=ToolsConfig,
         description="ToolGuard: process mode, timeouts, breaker, fallbacks, sandbox.",

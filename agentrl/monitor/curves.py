@@ -9,17 +9,14 @@ episodes (or seconds) a run needed to reach a success level and ``cost_ratio`` c
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from agentrl.monitor.metrics import read_jsonl
 
 #: The learning curve the trainer writes: one line per held-out evaluation, first and last too.
 EVAL_LOG = "eval.jsonl"
 METRICS_LOG = "metrics.jsonl"
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def train_seconds_by_step(metrics: list[dict[str, Any]]) -> dict[int, float]:
@@ -43,8 +40,8 @@ def load_curve(run_dir: str | Path) -> list[dict[str, Any]]:
             f"{path} does not exist: train with train.eval_episodes > 0 "
             "(and train.eval_every=N for points during RL)"
         )
-    points = _read_jsonl(path)
-    metrics = _read_jsonl(run / METRICS_LOG) if (run / METRICS_LOG).is_file() else []
+    points = read_jsonl(path)
+    metrics = read_jsonl(run / METRICS_LOG)
     seconds = train_seconds_by_step(metrics)
     return [{**p, "train_s": seconds.get(int(p["step"]))} for p in points]
 

@@ -11,6 +11,7 @@ import torch
 from rich.console import Console
 
 from agentrl.config import Config
+from agentrl.monitor.sinks import check_installed
 from agentrl.policy.loading import save_policy
 from agentrl.policy.lora import merge_and_save
 from agentrl.precision import autocast_dtype
@@ -47,6 +48,7 @@ def train(
     console = console or Console(stderr=True)
     run = Run(cfg, console, resume=resume)
     make_env = env_factory(cfg)  # a bad env or a missing extra fails here, before model work
+    check_installed(cfg)  # so does a metric sink whose package is missing
     seed_everything(cfg.train.seed)
     model, tok, generator, device = load_generator(cfg)
     evals = cfg.train.eval_episodes > 0
@@ -64,28 +66,29 @@ def train(
     start = run.restore(rl, optimizer, state)
     amp = autocast_dtype(cfg.train.autocast, device)
     steps, every = cfg.train.steps, cfg.train.eval_every
-    with run.recording(rl, optimizer, state), progress_bar(console, progress) as bar:
-        task = bar.add_task(cfg.algo.name.upper(), total=steps, completed=start, info="")
-        for step in range(start, steps):
-            res = rl_step(cfg, step, rl, optimizer, state, generator, make_env,
-                          tok.pad_token_id, amp)  # fmt: skip
-            for event in res.events:
-                console.print(f"curriculum: {event}")
-            run.log_step(step, res.metrics, res.trajs)
-            if every and (step + 1) % every == 0 and step + 1 < steps:
-                _evaluate(run, generator, make_env, "during", step + 1)
-            run.end_step(step + 1, res.stepped)
-            m = res.metrics
-            info = (f"success {m['rollout/success_rate']:.2f} reward {m['reward/total']:.2f} "
-                    f"kl {m.get('loss/kl', 0.0):.4f}")  # fmt: skip
-            bar.update(task, advance=1, info=info)
-            if on_step is not None:
-                on_step(step + 1)
-            if run.stop_requested(step + 1):
-                break
     after: dict[str, Any] = {}
-    if evals and not run.interrupted:
-        after = _evaluate(run, generator, make_env, "after", steps)
+    with run.recording(rl, optimizer, state):
+        with progress_bar(console, progress) as bar:
+            task = bar.add_task(cfg.algo.name.upper(), total=steps, completed=start, info="")
+            for step in range(start, steps):
+                res = rl_step(cfg, step, rl, optimizer, state, generator, make_env,
+                              tok.pad_token_id, amp)  # fmt: skip
+                for event in res.events:
+                    console.print(f"curriculum: {event}")
+                run.log_step(step, res.metrics, res.trajs)
+                if every and (step + 1) % every == 0 and step + 1 < steps:
+                    _evaluate(run, generator, make_env, "during", step + 1)
+                run.end_step(step + 1, res.stepped)
+                m = res.metrics
+                info = (f"success {m['rollout/success_rate']:.2f} reward {m['reward/total']:.2f} "
+                        f"kl {m.get('loss/kl', 0.0):.4f}")  # fmt: skip
+                bar.update(task, advance=1, info=info)
+                if on_step is not None:
+                    on_step(step + 1)
+                if run.stop_requested(step + 1):
+                    break
+        if evals and not run.interrupted:
+            after = _evaluate(run, generator, make_env, "after", steps)
     if cfg.train.save_model and not run.interrupted:
         save_final(rl, tok, cfg, run.dir)
     return run.summary(state.eval_before, after)

@@ -27,8 +27,10 @@ from agentrl.checkpoint import (
 from agentrl.config import Config, save_config
 from agentrl.eval.general import general_check
 from agentrl.eval.runner import evaluate
+from agentrl.monitor.alerts import AlertMonitor
 from agentrl.monitor.curves import EVAL_LOG
-from agentrl.monitor.metrics import JsonlSink
+from agentrl.monitor.metrics import JsonlSink, read_jsonl
+from agentrl.monitor.sinks import open_sinks
 from agentrl.train.state import LoopState, checkpoint_parts, restore_parts
 from agentrl.types import Trajectory
 
@@ -49,6 +51,12 @@ class Run:
         self.logs = [self.dir / name for name in ("metrics.jsonl", "trajectories.jsonl", EVAL_LOG)]
         self.saved_at, self.interrupted = 0, False
         self.term: TermSignal | None = None
+        self.sinks: list[Any] = []  # monitor.report_to besides jsonl, open while recording
+        self._pending: list[tuple[int, dict[str, Any]]] = []  # evaluations before they open
+        self.alerts = AlertMonitor(cfg.monitor.alerts, self.dir, webhook=cfg.monitor.webhook,
+                                   webhook_timeout_s=cfg.monitor.webhook_timeout_s,
+                                   report=console.print)  # fmt: skip
+        self.stopped_by: str | None = None
 
     @property
     def fresh(self) -> bool:
@@ -75,6 +83,7 @@ class Run:
             write_records(self.dir / EVAL_LOG, [point])
         if when != "during":
             write_records(self.dir / f"eval_{when}.jsonl", [t.to_record() for t in trajs])
+        self._to_sinks(step, eval_metrics(point))
         return summary
 
     @property
@@ -100,20 +109,42 @@ class Run:
 
     @contextmanager
     def recording(self, rl, optimizer, state: LoopState) -> Iterator[Run]:
-        """Sinks open and SIGTERM caught for the RL steps; everything closed on any exit."""
+        """Sinks open and SIGTERM caught for the RL steps and the last evaluation; everything
+        closed on any exit (the optional sinks marked failed on an exception)."""
         self._parts = (rl, optimizer, state)
+        if not self.fresh:  # alert windows span the resume
+            self.alerts.seed(read_jsonl(self.logs[0]))
         self.metrics, self.trajectories = JsonlSink(self.logs[0]), JsonlSink(self.logs[1])
+        ok = False
         try:
+            self.sinks = open_sinks(self.cfg, self.dir)
+            for step, record in self._pending:
+                self._to_sinks(step, record)
             with TermSignal() as self.term:
                 yield self
+            ok = True
         finally:
             self.metrics.close()
             self.trajectories.close()
+            for sink in self.sinks:
+                sink.close(ok)
+            self.sinks = []
+
+    def _to_sinks(self, step: int, record: dict[str, Any]) -> None:
+        if not self.sinks:
+            self._pending.append((step, record))
+        for sink in self.sinks:
+            sink.log(step, record)
 
     def log_step(self, step: int, metrics: dict[str, Any], trajs: list[Trajectory]) -> None:
+        """A step's metrics to every sink and the alert rules; its episodes to
+        trajectories.jsonl."""
         self.metrics.write(metrics)
         for t in trajs:
             self.trajectories.write({"step": step, **t.to_record()})
+        for sink in self.sinks:
+            sink.log(step + 1, metrics)  # steps done: the x of the evaluation points too
+        self.alerts.observe(step, metrics)
         skipped = int(metrics.get("policy/skipped_updates", 0))
         if skipped:
             self.console.print(f"[yellow]step {step}: {skipped} update(s) skipped: non-finite "
@@ -135,15 +166,19 @@ class Run:
             )
 
     def stop_requested(self, done: int) -> bool:
-        """After SIGTERM: make sure step ``done`` is checkpointed, say how to resume."""
-        if not self.term.requested:
+        """After SIGTERM or an alert whose action is ``stop``: make sure step ``done`` is
+        checkpointed, say how to resume."""
+        stop = self.alerts.stop
+        if not self.term.requested and stop is None:
             return False
         if self.saved_at < done:
             self.checkpoint(done)
         self.interrupted = True
-        self.console.print(f"SIGTERM: stopped after step {done}, checkpoint in "
+        why = "SIGTERM" if stop is None else f"alert {stop.rule} ({stop.message})"
+        self.stopped_by = "sigterm" if stop is None else f"alert:{stop.rule}"
+        self.console.print(f"{why}: stopped after step {done}, checkpoint in "
                            f"{step_dir(self.ckpt_dir, self.saved_at)}; continue with: "
-                           f"agentrl train --resume {self.dir}")  # fmt: skip
+                           f"agentrl train --resume {self.dir} [--set ...]")  # fmt: skip
         return True
 
     def checkpoint(self, done: int) -> None:
@@ -165,6 +200,7 @@ class Run:
             "steps": c.train.steps,
             "algo": c.algo.name,
             "interrupted": self.interrupted,
+            "stopped_by": self.stopped_by,
             "run_dir": str(self.dir),
             "wall_s": round(time.time() - self.t_start, 1),
         }
@@ -180,6 +216,17 @@ def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, 
     if "general" in summary:
         point["general_accuracy"] = summary["general"]["accuracy"]
     return point
+
+
+def eval_metrics(point: dict[str, Any]) -> dict[str, float]:
+    """An eval.jsonl point as sink metrics: ``eval/success_rate``, ``eval/success/level_<n>``,
+    ``eval/general_accuracy``."""
+    out = {"eval/success_rate": point["success_rate"]}
+    for level, rate in point["success_by_level"].items():
+        out[f"eval/success/level_{level}"] = rate
+    if "general_accuracy" in point:
+        out["eval/general_accuracy"] = point["general_accuracy"]
+    return out
 
 
 def general_figures(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
