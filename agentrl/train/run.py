@@ -53,6 +53,7 @@ class Run:
         self.term: TermSignal | None = None
         self.sinks: list[Any] = []  # monitor.report_to besides jsonl, open while recording
         self._pending: list[tuple[int, dict[str, Any]]] = []  # evaluations before they open
+        self.sinks_open = False
         self.alerts = AlertMonitor(cfg.monitor.alerts, self.dir, webhook=cfg.monitor.webhook,
                                    webhook_timeout_s=cfg.monitor.webhook_timeout_s,
                                    report=console.print)  # fmt: skip
@@ -117,8 +118,9 @@ class Run:
         self.metrics, self.trajectories = JsonlSink(self.logs[0]), JsonlSink(self.logs[1])
         ok = False
         try:
-            self.sinks = open_sinks(self.cfg, self.dir)
-            for step, record in self._pending:
+            self.sinks, self.sinks_open = open_sinks(self.cfg, self.dir), True
+            pending, self._pending = self._pending, []
+            for step, record in pending:
                 self._to_sinks(step, record)
             with TermSignal() as self.term:
                 yield self
@@ -128,10 +130,10 @@ class Run:
             self.trajectories.close()
             for sink in self.sinks:
                 sink.close(ok)
-            self.sinks = []
+            self.sinks, self.sinks_open = [], False
 
     def _to_sinks(self, step: int, record: dict[str, Any]) -> None:
-        if not self.sinks:
+        if not self.sinks_open:  # an evaluation before recording: held until the sinks open
             self._pending.append((step, record))
         for sink in self.sinks:
             sink.log(step, record)

@@ -117,3 +117,22 @@ def test_a_missing_sink_package_names_the_extra(tiny_dir, tmp_path, monkeypatch)
     with pytest.raises(ImportError, match=r"agentrl\[monitor\]"):
         train(cfg, progress=False)
     assert not (tmp_path / "r" / "checkpoints").exists()  # refused before any model work
+
+
+def test_an_evaluation_before_recording_is_held_once_and_not_kept_without_sinks(tiny_dir, tmp_path):
+    """jsonl only (no optional sink): the before-RL evaluation point must not be re-queued
+    while the held points are flushed (that looped until memory ran out)."""
+    import io
+
+    from rich.console import Console
+
+    from agentrl.train.run import Run
+
+    run = Run(build_config({}, tiny_run_overrides(tiny_dir, tmp_path / "run")),
+              Console(file=io.StringIO()))  # fmt: skip
+    run._to_sinks(0, {"eval/success_rate": 0.5})
+    assert run._pending == [(0, {"eval/success_rate": 0.5})]
+    with run.recording(None, None, None):
+        assert run.sinks == [] and run._pending == []
+        run._to_sinks(1, {"eval/success_rate": 0.6})  # while recording: straight to the sinks
+        assert run._pending == []
