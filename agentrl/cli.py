@@ -217,6 +217,79 @@ def _parse_env_options(options: list[str]) -> dict:
 
 
 @app.command()
+def doctor(
+    run_dir: Path = typer.Argument(..., help="A run directory (running, finished or crashed)."),
+    as_json: bool = typer.Option(
+        False, "--json", help='Print {"findings": [...]} as the last stdout line.'
+    ),
+) -> None:
+    """Diagnose a run: the seeds' troubleshooting tables (reward flat or oscillating, KL
+    explosion, entropy spikes, repeated calls, format errors, out of memory, ...) as findings
+    with their evidence and the config overrides that cure them, for the next run."""
+    from agentrl.monitor.doctor import diagnose, run_state
+    from agentrl.monitor.rundata import load_run
+
+    try:
+        data = load_run(run_dir)
+    except (FileNotFoundError, ValueError) as err:
+        _fail(str(err))
+    findings = diagnose(data)
+    colour = {"error": "red", "warning": "yellow", "info": "cyan"}
+    console.print(f"[bold]{run_dir}[/]: {run_state(data)}, {len(data.metrics)} steps logged, "
+                  f"{len(findings)} finding(s)")  # fmt: skip
+    for f in findings:
+        console.print(f"[bold {colour[f.severity]}]{f.severity} {f.code}[/]: {escape(f.title)}")
+        if f.fix:
+            console.print(f"  fix: --set {' --set '.join(f.fix)}" if "=" in f.fix[0] else
+                          f"  fix: {f.fix[0]}", soft_wrap=True)  # fmt: skip
+    report = {"run_dir": str(run_dir), "state": run_state(data),
+              "findings": [f.to_json() for f in findings]}  # fmt: skip
+    _emit(report, as_json)
+
+
+@app.command()
+def plot(
+    run_dir: Path = typer.Argument(..., help="A run directory (running, finished or crashed)."),
+    out: Path = typer.Option(None, "--out", help="Where the PNGs go (default: RUN_DIR/plots)."),
+    episodes: int = typer.Option(6, "--episodes", min=1, help="Episodes in the timeline."),
+) -> None:
+    """Write training.png (reward per layer, success, KL, entropy, value loss, tool failures
+    per class) and timeline.png (the chosen episodes' tool calls and rewards, turn by turn)."""
+    from agentrl.monitor.plots import plot_run
+    from agentrl.monitor.rundata import load_run
+
+    try:
+        data = load_run(run_dir)
+        written = plot_run(data, out or run_dir / "plots", episodes=episodes)
+    except (FileNotFoundError, ValueError, ImportError) as err:
+        _fail(str(err))
+    for path in written:
+        console.print(f"wrote {path}")
+
+
+@app.command()
+def view(
+    run_dir: Path = typer.Argument(..., help="A run directory (running, finished or crashed)."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port to serve on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface (default: loopback only)."),
+) -> None:
+    """Browse a run in the browser: episodes filtered by termination, task, level, step and
+    reward layer; each turn, tool call and result, the reward breakdown and the loss mask over
+    the tokens; the curves and the doctor's findings beside them. Ctrl-C stops it."""
+    try:
+        from agentrl.monitor.viewer import serve
+        from agentrl.monitor.viewer.app import create_app
+
+        create_app(run_dir)  # a bad run directory or a missing package fails before serving
+    except (FileNotFoundError, ValueError) as err:
+        _fail(str(err))
+    except ImportError as err:
+        _fail(f"agentrl view needs fastapi and uvicorn: pip install 'agentrl[monitor]' ({err})")
+    console.print(f"agentrl view: http://{host}:{port}/  ({run_dir}; Ctrl-C stops)")
+    serve(run_dir, host=host, port=port)
+
+
+@app.command()
 def envs() -> None:
     """List registered environments."""
     from agentrl.envs import list_envs

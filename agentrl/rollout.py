@@ -181,7 +181,8 @@ def _after_step(ep: _Live, i: int, step: tuple, sess, finish, tok, max_new: int,
                 max_total: int) -> None:  # fmt: skip
     """An environment step is back: end the episode, or start its next turn with the delta."""
     obs, _reward, terminated, truncated, info = step
-    ep.tool_calls.extend(info.get("tool_calls", []))
+    turn = info.get("turn", 0) - 1  # the call's assistant turn, 0-based (per_turn's index)
+    ep.tool_calls.extend({**call, "turn": turn} for call in info.get("tool_calls", []))
     ep.parse_errors.extend(info.get("parse_errors", []))
     if terminated or truncated:
         finish(i, info["termination"], info["reward"])

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from agentrl.config import Config
 from agentrl.monitor.sinks import check_installed
+from agentrl.monitor.status import crash_record, write_status
 from agentrl.policy.loading import save_policy
 from agentrl.policy.lora import merge_and_save
 from agentrl.precision import autocast_dtype
@@ -47,10 +48,26 @@ def train(
     """
     console = console or Console(stderr=True)
     run = Run(cfg, console, resume=resume)
+    write_status(run.dir, "running")
+    try:
+        summary = _train_run(run, cfg, progress, on_step)
+    except BaseException as err:  # recorded for agentrl doctor, then raised as it was
+        write_status(run.dir, "crashed", **crash_record(err))
+        raise
+    write_status(run.dir, "stopped" if run.interrupted else "finished",
+                 stopped_by=run.stopped_by)  # fmt: skip
+    return summary
+
+
+def _train_run(
+    run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None] | None
+) -> dict[str, Any]:
+    console = run.console
     make_env = env_factory(cfg)  # a bad env or a missing extra fails here, before model work
     check_installed(cfg)  # so does a metric sink whose package is missing
     seed_everything(cfg.train.seed)
     model, tok, generator, device = load_generator(cfg)
+    run.decode = lambda ids: tok.decode(ids, skip_special_tokens=False)  # the viewer's mask
     evals = cfg.train.eval_episodes > 0
     before: dict[str, Any] = {}
     if run.fresh:

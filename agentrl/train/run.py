@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from agentrl.monitor.alerts import AlertMonitor
 from agentrl.monitor.curves import EVAL_LOG
 from agentrl.monitor.metrics import JsonlSink, read_jsonl
 from agentrl.monitor.sinks import open_sinks
+from agentrl.monitor.spans import mask_spans
 from agentrl.train.state import LoopState, checkpoint_parts, restore_parts
 from agentrl.types import Trajectory
 
@@ -58,6 +59,8 @@ class Run:
                                    webhook_timeout_s=cfg.monitor.webhook_timeout_s,
                                    report=console.print)  # fmt: skip
         self.stopped_by: str | None = None
+        #: token ids -> text; where set, each logged episode carries its loss-mask spans
+        self.decode: Callable[[list[int]], str] | None = None
 
     @property
     def fresh(self) -> bool:
@@ -143,7 +146,10 @@ class Run:
         trajectories.jsonl."""
         self.metrics.write(metrics)
         for t in trajs:
-            self.trajectories.write({"step": step, **t.to_record()})
+            record = {"step": step, **t.to_record()}
+            if self.decode is not None:
+                record["spans"] = mask_spans(t.token_ids, t.loss_mask, self.decode)
+            self.trajectories.write(record)
         for sink in self.sinks:
             sink.log(step + 1, metrics)  # steps done: the x of the evaluation points too
         self.alerts.observe(step, metrics)
