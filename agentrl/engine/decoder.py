@@ -25,7 +25,7 @@ import torch
 
 from agentrl.engine.kv import kv_shape
 from agentrl.engine.session import DecodeSession
-from agentrl.engine.shadow import make_shadow, refresh_shadow
+from agentrl.engine.shadow import is_lora, make_shadow, refresh_shadow
 from agentrl.machine import available_memory
 from agentrl.policy.generate import Sample
 from agentrl.policy.prefix import MIN_SHARED_PREFIX, common_prefix_length
@@ -79,16 +79,20 @@ class Engine:
 
     @property
     def decodes_own_weights(self) -> bool:
-        """False when decoding runs on a copy in another dtype: its log-probs differ from the
-        model's by rounding."""
+        """False when decoding runs on a copy (in another dtype, or a LoRA policy's merged
+        copy): its log-probs differ from the model's by rounding."""
+        if is_lora(self._model):
+            return False
         return self.dtype is None or self.dtype == next(self._model.parameters()).dtype
 
     def decoding_model(self) -> Any:
-        """The module that decodes: the model, or its ``dtype`` copy with current weights."""
+        """The module that decodes: the model, or its copy (``dtype``, adapters merged) with
+        current weights."""
         if self.decodes_own_weights:
             return self._model
         if self._shadow is None:
-            self._shadow = make_shadow(self._model, self.dtype)
+            own = next(self._model.parameters()).dtype
+            self._shadow = make_shadow(self._model, self.dtype or own)
         else:
             refresh_shadow(self._shadow, self._model)
         return self._shadow
