@@ -277,16 +277,15 @@ def view(
     reward layer; each turn, tool call and result, the reward breakdown and the loss mask over
     the tokens; the curves and the doctor's findings beside them. Ctrl-C stops it."""
     try:
-        from agentrl.monitor.viewer import serve
-        from agentrl.monitor.viewer.app import create_app
+        from agentrl.monitor.viewer import create_app, serve
 
-        create_app(run_dir)  # a bad run directory or a missing package fails before serving
+        page = create_app(run_dir)  # a bad run directory or a missing package fails here
     except (FileNotFoundError, ValueError) as err:
         _fail(str(err))
     except ImportError as err:
         _fail(f"agentrl view needs fastapi and uvicorn: pip install 'agentrl[monitor]' ({err})")
     console.print(f"agentrl view: http://{host}:{port}/  ({run_dir}; Ctrl-C stops)")
-    serve(run_dir, host=host, port=port)
+    serve(page, host=host, port=port)
 
 
 @app.command()

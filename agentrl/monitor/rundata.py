@@ -52,15 +52,16 @@ class RunData:
 
 
 def load_run(run_dir: str | Path, recent_steps: int = 5) -> RunData:
-    """Read ``run_dir``; FileNotFoundError where it is not a run directory."""
+    """Read ``run_dir`` (episodes of the newest ``recent_steps`` steps; none for 0);
+    FileNotFoundError where it is not a run directory."""
     path = Path(run_dir)
     if not (path / "config.yaml").is_file():
         raise FileNotFoundError(f"{path} is not a run directory (no config.yaml)")
     config = yaml.safe_load((path / "config.yaml").read_text()) or {}
     metrics = read_jsonl(path / METRICS_LOG)
     last = max((int(m.get("step", 0)) for m in metrics), default=0)
-    episodes = [e for e in read_jsonl(path / TRAJECTORIES_LOG)
-                if int(e.get("step", 0)) > last - recent_steps]  # fmt: skip
+    logged = read_jsonl(path / TRAJECTORIES_LOG) if recent_steps > 0 else []
+    episodes = [e for e in logged if int(e.get("step", 0)) > last - recent_steps]
     summary_path = path / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
     return RunData(path, config, metrics, read_jsonl(path / EVAL_LOG), episodes,

@@ -114,6 +114,30 @@ def test_view_refuses_a_directory_that_is_not_a_run(tmp_path):
     assert result.exit_code == 2 and "not a run directory" in result.output
 
 
+def test_agentrl_view_serves_the_run_until_stopped(run_copy):
+    import subprocess
+    import sys
+    import urllib.request
+
+    port = _free_port()
+    cmd = [sys.executable, "-c", "from agentrl.cli import app; app()", "view", str(run_copy),
+           "--port", str(port)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline, page = time.time() + 60, None
+        while page is None and time.time() < deadline and proc.poll() is None:
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).read()
+            except OSError:
+                time.sleep(0.2)
+        assert page is not None and b"<title>agentrl view</title>" in page
+        url = f"http://127.0.0.1:{port}/api/episodes?source=eval_before"
+        assert json.loads(urllib.request.urlopen(url, timeout=5).read())["total"] == 2
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 # -- the page in headless Chromium -------------------------------------------------------------
 def _free_port() -> int:
     with socket.socket() as s:

@@ -99,8 +99,8 @@ def create_app(run_dir: str | Path):
     return app
 
 
-def serve(run_dir: str | Path, host: str = "127.0.0.1", port: int = 8765) -> None:
-    """Serve the viewer until interrupted (loopback only unless ``host`` says otherwise)."""
+def serve(app, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Serve ``create_app``'s app until interrupted (loopback unless ``host`` says otherwise)."""
     import uvicorn
 
-    uvicorn.run(create_app(run_dir), host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
