@@ -2,8 +2,10 @@
 tests/monitor/broken/): each is named by its code, and a healthy run has no error.
 
 Every run starts from one warm-started copy of the tiny model (64 demonstrations, the demo's
-warm start), so it makes tool calls from its first step. Slow (about 14 minutes on 2 cores):
-``pytest -m slow tests/monitor/test_doctor_runs.py``; test_doctor.py covers each check fast."""
+warm start). About 85 s on 2 cores. The tiny fixture model still makes no parsable call after
+that warm start, so every run's reward is 0: lr_too_high and kl_zero are named from their KL
+series, rewards_repeats and format_only from their reward settings; test_doctor.py covers the
+behavioural signatures (repeats, format-only gains) on hand-made episodes."""
 
 import json
 from pathlib import Path
@@ -16,7 +18,6 @@ from agentrl.monitor.rundata import load_run
 from agentrl.train import train
 
 BROKEN = Path(__file__).parent / "broken"
-pytestmark = pytest.mark.slow
 
 
 def _small(model, run):
