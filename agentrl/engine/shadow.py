@@ -9,8 +9,8 @@ compute with weights pre-packed for oneDNN (``agentrl.engine.packed``).
 
 A LoRA policy (a peft model) decodes from a plain copy with the adapters folded into its
 weights (W + scale * B @ A, refreshed after every update): the same function without peft's
-two extra small products per adapted layer and token, which cost more than the layer itself
-at decode batch sizes on a CPU.
+two extra small products per adapted layer and token (1.19x decode tokens/s on SmolLM2 with
+rank 16 on every projection: bench/lora_decode.py).
 
 Log-probs sampled from the copy differ from the policy's by rounding, so a trainer using it
 recomputes the old log-probs of the PPO ratio with the policy itself (``agentrl.train.step``).
