@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SOURCES = {"train": "trajectories.jsonl", "eval_before": "eval_before.jsonl",
+from agentrl.monitor.rundata import TRAJECTORIES_LOG
+
+SOURCES = {"train": TRAJECTORIES_LOG, "eval_before": "eval_before.jsonl",
            "eval_after": "eval_after.jsonl"}  # fmt: skip
 
 

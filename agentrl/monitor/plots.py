@@ -38,17 +38,13 @@ def _pyplot():
     return plt
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def metric_series(data: RunData, pattern: str) -> dict[str, tuple[list[int], list[float]]]:
     """``{key: (steps done, values)}`` for every logged key matching ``pattern``."""
     rx = re.compile(pattern)
     keys = sorted({k for m in data.metrics for k in m if rx.match(k)})
     out = {}
     for key in keys:
-        points = [(int(m["step"]) + 1, float(m[key])) for m in data.metrics if _number(m.get(key))]
+        points = data.points(key)
         if points:
             out[key] = ([s for s, _ in points], [v for _, v in points])
     return out

@@ -32,14 +32,14 @@ class RunData:
     summary: dict[str, Any] | None = None
     status: dict[str, Any] | None = None
 
+    def points(self, key: str) -> list[tuple[int, float]]:
+        """``(steps done, value)`` of every step that logged ``key`` as a number (oldest
+        first; NaN kept: a plot shows it as a gap)."""
+        return [(int(m["step"]) + 1, float(m[key])) for m in self.metrics if _number(m.get(key))]
+
     def series(self, key: str) -> list[float]:
         """The finite values of ``key`` over the steps that logged it (oldest first)."""
-        out = []
-        for m in self.metrics:
-            v = m.get(key)
-            if isinstance(v, int | float) and not isinstance(v, bool) and v == v:
-                out.append(float(v))
-        return out
+        return [v for _, v in self.points(key) if v == v]
 
     def setting(self, dotted: str, default: Any = None) -> Any:
         """A config value by its dotted key (``algo.kl.coef``), ``default`` where unset."""
@@ -49,6 +49,10 @@ class RunData:
                 return default
             node = node[part]
         return node
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def load_run(run_dir: str | Path, recent_steps: int = 5) -> RunData:

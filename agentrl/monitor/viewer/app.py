@@ -33,7 +33,7 @@ def create_app(run_dir: str | Path):
     from agentrl.monitor.rundata import load_run
 
     run = Path(run_dir)
-    load_run(run)  # fails here, before serving, where run_dir is not a run
+    load_run(run, recent_steps=0)  # fails here, before serving, where run_dir is not a run
     index = EpisodeIndex(run)
     app = FastAPI(title=f"agentrl view {run}", docs_url=None, redoc_url=None)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -53,8 +53,7 @@ def create_app(run_dir: str | Path):
     def curves() -> dict[str, Any]:
         data = load_run(run, recent_steps=0)
         keys = [k for k in CURVE_KEYS if data.series(k)]
-        points = {k: [[int(m["step"]) + 1, m[k]] for m in data.metrics
-                      if isinstance(m.get(k), int | float)] for k in keys}  # fmt: skip
+        points = {k: [[s, v] for s, v in data.points(k) if v == v] for k in keys}
         evals = [[p["step"], p["success_rate"]] for p in data.evals]
         return {"series": points, "evals": evals}
 
