@@ -11,7 +11,12 @@ pytest.importorskip("reasoning_gym")
 
 import agentrl.envs as envs  # noqa: E402
 from agentrl.envs import check_env  # noqa: E402
-from agentrl.envs.tasks.mathgym import MathFamily, extract_answer, safe_eval  # noqa: E402
+from agentrl.envs.tasks.mathgym import (  # noqa: E402
+    MathFamily,
+    extract_answer,
+    linear_solution_expression,
+    safe_eval,
+)
 
 FAMILY = MathFamily()
 
@@ -53,3 +58,25 @@ def test_levels_draw_arithmetic_then_algebra():
 
 def test_reference_solves_all_levels():
     assert check_env(envs.make("math"), seeds=range(10))["success_rate"] == 1.0
+
+
+def test_equation_expressions_use_the_questions_numbers():
+    cases = {
+        "95 - 161*h = -25021": "(-25021 - 95) / (-161)",
+        "53*s - 124 = 6554": "(6554 + 124) / 53",
+        "3173*k = 79325": "79325 / 3173",
+    }
+    for equation, want in cases.items():
+        got = linear_solution_expression(equation, equation[equation.index("*") + 1])
+        assert got == want
+    assert safe_eval(cases["95 - 161*h = -25021"]) == 156
+    with pytest.raises(ValueError, match="no unique solution"):
+        linear_solution_expression("0 = 0", "i")  # reasoning-gym does write this
+
+
+def test_level3_expressions_evaluate_to_the_answer():
+    rng = random.Random(7)
+    for _ in range(40):
+        inst = FAMILY.sample(rng, 3)
+        value = safe_eval(inst.expected_calls[0].arguments["expression"])
+        assert value == float(inst.data["entry"]["answer"])

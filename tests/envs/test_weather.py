@@ -69,11 +69,13 @@ def test_level2_verifier():
     good = [
         "Cape Town is warmer: 24°C vs -3°C in New York.",
         "cape town (24°C) is warmer than new york (\u22123°C).",
+        "Cape Town is warmer: 24°C (75°F) vs -3°C in New York.",
     ]
     bad = [
         "New York is colder: -3°C vs 24°C in Cape Town.",  # warmer city not first
         "Cape Town is warmer: 24°C.",  # one temperature missing
         "Cape Town is warmer: 24°C vs 3°C in New York.",  # sign lost
+        "Cape Town is warmer: -3°C vs 24°C in New York.",  # the two temperatures swapped
         "Cape Town or New York, 24 -3 10",
     ]  # a number that is no temperature
     assert all(FAMILY.check_answer(inst, a) for a in good)
@@ -88,6 +90,7 @@ def test_level3_verifier():
     assert not FAMILY.check_answer(inst, "Oslo is the coldest: 2°C.")
     assert not FAMILY.check_answer(inst, "Lima is the warmest; Oslo is coldest at 2°C.")
     assert not FAMILY.check_answer(inst, "Oslo is the coldest.")
+    assert not FAMILY.check_answer(inst, "Oslo is the coldest: 11°C (Rome 2°C, Lima 19°C).")
 
 
 def test_helpers():

@@ -86,16 +86,30 @@ def safe_eval(expression: str) -> float | int:
 
 
 def linear_solution_expression(equation: str, variable: str) -> str:
-    """``-b / a`` for the linear equation ``lhs = rhs`` written as ``a*x + b = 0``."""
+    """The solution of a linear equation as arithmetic on the numbers the question shows.
+
+    ``a*x + c = r`` gives ``(r - c) / a`` (``95 - 161*h = -25021`` gives
+    ``(-25021 - 95) / (-161)``): moving the constant and dividing by the coefficient, so a
+    demonstration shows a step a model can copy from the question rather than the simplified
+    ``-b / a`` it would have to work out in its head. An equation with the variable on both
+    sides falls back to ``-b / a`` of ``lhs - rhs``. ``ValueError`` when ``x`` has no unique
+    solution (a zero coefficient: reasoning-gym sometimes writes ``0 = 0``).
+    """
     import sympy
 
-    lhs, rhs = equation.split("=")
+    lhs, rhs = (sympy.expand(sympy.sympify(side, locals={variable: sympy.Symbol(variable)}))
+                for side in equation.split("="))  # fmt: skip
     x = sympy.Symbol(variable)
-    expr = sympy.expand(
-        sympy.sympify(lhs, locals={variable: x}) - sympy.sympify(rhs, locals={variable: x})
-    )
-    a, b = expr.coeff(x, 1), expr.subs(x, 0)
-    return f"-({b}) / ({a})"
+    if rhs.has(x):
+        lhs, rhs = sympy.expand(lhs - rhs), sympy.Integer(0)
+    a, c = lhs.coeff(x, 1), lhs.subs(x, 0)
+    if a == 0 or lhs.has(x**2):
+        raise ValueError(f"no unique solution for {variable} in {equation!r}")
+    top = f"{rhs}" if c == 0 else f"{rhs} - {c}" if c > 0 else f"{rhs} + {-c}"
+    bottom = f"({a})" if a < 0 else f"{a}"
+    if c == 0:
+        return top if a == 1 else f"{top} / {bottom}"
+    return f"({top}) / {bottom}"
 
 
 def extract_answer(text: str) -> str:
@@ -118,15 +132,21 @@ class MathFamily(TaskFamily):
         require_reasoning_gym()
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
-        """One reasoning-gym entry at ``level`` (its seed drawn from ``rng``)."""
+        """One reasoning-gym entry at ``level`` (its seed drawn from ``rng``); an equation
+        without a unique solution is drawn again."""
         name, cfg = rng.choice(GENERATORS[level])
-        seed = rng.getrandbits(31)
-        entry = reasoning_gym.create_dataset(name, size=1, seed=seed, **cfg)[0]
-        meta = entry["metadata"]
-        if name == "simple_equations":
-            expression = linear_solution_expression(meta["equation"], meta["variable"])
-        else:
-            expression = meta["expression"].rstrip("= ").strip()
+        while True:
+            seed = rng.getrandbits(31)
+            entry = reasoning_gym.create_dataset(name, size=1, seed=seed, **cfg)[0]
+            meta = entry["metadata"]
+            if name != "simple_equations":
+                expression = meta["expression"].rstrip("= ").strip()
+                break
+            try:
+                expression = linear_solution_expression(meta["equation"], meta["variable"])
+                break
+            except ValueError:
+                continue
         data = {"dataset": name, "entry": entry}
         calls = [ToolCall("calculate", {"expression": expression})]
         return TaskInstance(

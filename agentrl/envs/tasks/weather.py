@@ -15,7 +15,9 @@ Level 1: the temperature appears and the only condition named is the right one. 
 3: the first asked city named is the warmer / warmest / coldest one and every asked city's
 temperature appears (so the answer rests on all the lookups: with only the target's
 temperature required, GRPO learned to look up one city of three, call it the warmest and be
-right a third of the time). Answers over 500 characters fail.
+right a third of the time), and the first number is that city's own temperature (°C or °F),
+so "Lima is warmer: 12°C vs 20°C in Oslo" after Lima 20, Oslo 12 fails. Answers over 500
+characters fail.
 """
 
 from __future__ import annotations
@@ -205,6 +207,9 @@ class WeatherFamily(TaskFamily):
         target = instance.data["target"]
         if first_mentioned(answer, cities) != target:
             return False
+        own = world[target]["temperature_c"]
+        if numbers[:1] and numbers[0] not in allowed_numbers([own]):
+            return False  # the named city paired with another city's temperature
         return all(t in numbers for t in temps)
 
     def reference_answer(self, instance: TaskInstance, results: dict[int, Any]) -> str:
