@@ -3,9 +3,10 @@
 Each example is tokenized with ``encode_conversation``, exactly as a rollout would build it,
 and only the tokens the policy would have generated (assistant bodies + ``<|im_end|>``)
 carry loss. Batches are right-padded and grouped by length; AdamW, grad clip 1.0, linear
-warmup then cosine decay to 10 %. As in the RL update (``agentrl.algos.forward``), the LM head
-runs only at the positions that carry loss, a chunk at a time: a warm start never holds the
-(B, T, V) logits (8 x 1,000 x 49,152 fp32 logits and their gradient are 3 GB).
+warmup then cosine decay to 10 %. ``batch_loss`` computes the same loss with the LM head only
+at the positions that carry loss (as the RL update does); ``train_rows`` does not use it yet:
+switching shifted the tiny fixture's numerics enough that tests/monitor's healthy run raised
+kl_explosion, which needs a look before it is switched on.
 """
 
 from __future__ import annotations
@@ -168,7 +169,8 @@ def train_rows(
                 g["lr"] = lr_at(step, len(plan), lr, warmup_steps, schedule)
             ids, loss_mask, attn = collate([rows[i] for i in idx], pad_id)
             with autocast(ids.device, amp_dtype):
-                loss = batch_loss(model, ids, attn, loss_mask)
+                logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)
+                loss = masked_lm_loss(logits.float(), ids, loss_mask)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
