@@ -3,10 +3,7 @@
 Each example is tokenized with ``encode_conversation``, exactly as a rollout would build it,
 and only the tokens the policy would have generated (assistant bodies + ``<|im_end|>``)
 carry loss. Batches are right-padded and grouped by length; AdamW, grad clip 1.0, linear
-warmup then cosine decay to 10 %. ``batch_loss`` computes the same loss with the LM head only
-at the positions that carry loss (as the RL update does); ``train_rows`` does not use it yet:
-switching shifted the tiny fixture's numerics enough that tests/monitor's healthy run raised
-kl_explosion, which needs a look before it is switched on.
+warmup then cosine decay to 10 %.
 """
 
 from __future__ import annotations
@@ -19,8 +16,6 @@ import torch
 import torch.nn.functional as F
 
 from agentrl.chat.render import encode_conversation
-from agentrl.policy.logprobs import chunk_rows, head_token_stats
-from agentrl.policy.parts import lm_parts
 from agentrl.precision import autocast
 from agentrl.types import Message
 
@@ -37,26 +32,6 @@ def masked_lm_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) 
     nll = -logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)  # (B, T-1)
     m = mask[:, 1:].to(nll.dtype)  # (B, T-1)
     return (nll * m).sum() / m.sum().clamp(min=1.0)
-
-
-def batch_loss(
-    model: Any, ids: torch.Tensor, attn: torch.Tensor, loss_mask: torch.Tensor
-) -> torch.Tensor:
-    """``masked_lm_loss`` of ``model`` on a batch, the LM head applied only where a target
-    carries loss (a model without a trunk/head split computes its full logits).
-
-    ids, attn, loss_mask (B, T).
-    """
-    parts = lm_parts(model)
-    if isinstance(parts, str):
-        logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)
-        return masked_lm_loss(logits.float(), ids, loss_mask)
-    with parts.context():
-        hidden = parts.decoder(input_ids=ids, attention_mask=attn, use_cache=False)
-        rows, cols = (loss_mask[:, 1:] > 0).nonzero(as_tuple=True)  # (N,): target cols + 1
-        lp, _ = head_token_stats(parts.head, hidden.last_hidden_state[rows, cols],
-                                 ids[rows, cols + 1], rows=chunk_rows(parts.vocab))  # fmt: skip
-    return -lp.mean() if len(lp) else lp.sum()
 
 
 def lr_at(step: int, total: int, base_lr: float, warmup: int, schedule: str = "cosine") -> float:

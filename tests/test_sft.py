@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from agentrl.sft import batch_loss, lr_at, masked_lm_loss, sft_train
+from agentrl.sft import lr_at, masked_lm_loss, sft_train
 from agentrl.tiny.builder import corpus_texts, make_model, train_tokenizer
 from agentrl.tiny.corpus import make_corpus
 
@@ -38,37 +38,6 @@ def test_masked_lm_loss_hand_computed() -> None:
     )
     both = masked_lm_loss(logits, torch.tensor([[1, 1, 1]]), torch.tensor([[0, 1, 1]]))
     assert both.item() == pytest.approx((-math.log(0.25) - math.log(0.75)) / 2, abs=1e-6)
-
-
-def test_batch_loss_scores_only_the_loss_positions_and_matches_full_logits(tiny_policy):
-    model, _ = tiny_policy
-    gen = torch.Generator().manual_seed(0)
-    ids = torch.randint(5, 400, (3, 40), generator=gen)  # (B, T)
-    attn = torch.ones_like(ids)
-    attn[2, 30:] = 0  # a right-padded row
-    mask = torch.zeros_like(ids)
-    mask[0, 10:20], mask[1, 25:40], mask[2, 5:30] = 1, 1, 1
-
-    def loss_and_grads(fn):
-        model.zero_grad(set_to_none=True)
-        loss = fn()
-        loss.backward()
-        grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
-        return loss.detach(), grads
-
-    full, full_grads = loss_and_grads(
-        lambda: masked_lm_loss(model(input_ids=ids, attention_mask=attn).logits, ids, mask)
-    )
-    chunked, chunked_grads = loss_and_grads(lambda: batch_loss(model, ids, attn, mask))
-    model.zero_grad(set_to_none=True)
-    assert chunked.item() == pytest.approx(full.item(), rel=1e-5)
-    assert len(chunked_grads) == len(full_grads)
-    for a, b in zip(chunked_grads, full_grads, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
-    # a target outside the mask changes nothing
-    other = ids.clone()
-    other[0, 25] = 7
-    assert batch_loss(model, other, attn, mask).item() == pytest.approx(chunked.item(), rel=1e-6)
 
 
 def test_lr_schedule_numbers() -> None:

@@ -97,9 +97,9 @@ def linear_solution_expression(equation: str, variable: str) -> str:
     """
     import sympy
 
-    lhs, rhs = (sympy.expand(sympy.sympify(side, locals={variable: sympy.Symbol(variable)}))
-                for side in equation.split("="))  # fmt: skip
     x = sympy.Symbol(variable)
+    lhs, rhs = (sympy.expand(sympy.sympify(side, locals={variable: x}))
+                for side in equation.split("="))  # fmt: skip
     if rhs.has(x):
         lhs, rhs = sympy.expand(lhs - rhs), sympy.Integer(0)
     a, c = lhs.coeff(x, 1), lhs.subs(x, 0)
