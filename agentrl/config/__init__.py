@@ -72,6 +72,13 @@ class TaskConfig(Section):
         default_factory=lambda: [1, 2, 3], description="Difficulty levels sampled during training."
     )
     max_turns: int = Field(6, ge=1, description="Assistant turns before an episode is truncated.")
+    last_actions: int = Field(
+        0,
+        ge=0,
+        description="Show the episode's last k tool calls (name, arguments, outcome, repeats "
+        "marked) after each turn's observation (agentrl.envs.wrappers.LastActions); 0 = off. "
+        "Seed 000 §4.1: k=3 against repeated-call loops.",
+    )
     env_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Extra keyword arguments for make()."
     )

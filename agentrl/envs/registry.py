@@ -57,13 +57,24 @@ def register(env_id: str, factory: Callable[..., Any], **defaults: Any) -> EnvSp
     return spec
 
 
-def make(env_id: str, **overrides: Any) -> Any:
-    """Build the environment registered as ``env_id`` (defaults updated by ``overrides``)."""
+def make(env_id: str, *, last_actions: int = 0, **overrides: Any) -> Any:
+    """Build the environment registered as ``env_id`` (defaults updated by ``overrides``).
+
+    ``last_actions``: k > 0 wraps it in ``agentrl.envs.wrappers.LastActions(env, k)`` (each
+    turn's observation lists the episode's last k tool calls).
+    """
     spec = _REGISTRY.get(env_id)
     if spec is None:
         known = ", ".join(sorted(_REGISTRY)) or "none"
         raise ValueError(f"no environment registered as {env_id!r}; known ids: {known}")
-    return spec.factory(**{**spec.defaults, **overrides})
+    if not isinstance(last_actions, int) or last_actions < 0:
+        raise ValueError(f"last_actions must be an int >= 0, got {last_actions!r}")
+    env = spec.factory(**{**spec.defaults, **overrides})
+    if last_actions:
+        from agentrl.envs.wrappers import LastActions
+
+        env = LastActions(env, last_actions)
+    return env
 
 
 def list_envs() -> list[str]:

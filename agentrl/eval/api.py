@@ -51,11 +51,13 @@ def run_settings(policy: str) -> dict[str, Any]:
     from agentrl.config import load_config
 
     cfg = load_config(path)
+    wrapper = {"last_actions": cfg.task.last_actions} if cfg.task.last_actions else {}
     return {
         "task": cfg.task.env,
         "levels": list(cfg.task.levels),
         "max_turns": cfg.task.max_turns,
-        "env_kwargs": dict(cfg.task.env_kwargs),
+        # the wrapper is an env option here: make(task, last_actions=k, ...)
+        "env_kwargs": {**cfg.task.env_kwargs, **wrapper},
         "imports": list(cfg.task.imports),
         "max_new_tokens": cfg.rollout.max_new_tokens,
         "max_total_tokens": cfg.rollout.max_total_tokens,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentrl.engine.decoder import Engine
+from agentrl.monitor.episode_checks import first_repeat
 from agentrl.rollout import EpisodeSpec, run_episodes
 from agentrl.types import Trajectory
 
@@ -20,7 +21,9 @@ def eval_specs(episodes: int, levels: list[int], seed0: int) -> list[EpisodeSpec
 
 
 def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
-    """Success rate overall and per level, termination reasons, mean reward and calls."""
+    """Success rate overall and per level, termination reasons, mean reward and calls, and
+    ``repeated_call_rate``: the share of episodes that repeat a call which had already
+    succeeded (same name and arguments; a retry after an error is not a repeat)."""
     by_level: dict[int, list[bool]] = defaultdict(list)
     for t in trajs:
         by_level[t.level].append(t.success)
@@ -33,6 +36,10 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
         "mean_reward": sum(t.reward.total for t in trajs) / n,
         "mean_tool_calls": sum(len(t.tool_calls) for t in trajs) / n,
         "mean_turns": sum(t.info.get("turns", 0) for t in trajs) / n,
+        "repeated_call_rate": sum(
+            first_repeat({"tool_calls": t.tool_calls}) is not None for t in trajs
+        )
+        / n,
     }
 
 

@@ -58,7 +58,8 @@ def env_factory(cfg: Config):
     """
     import_env_modules(cfg.task.imports)
     tools_runtime.configure(cfg.tools)
-    common = {"max_turns": cfg.task.max_turns, "reward_weights": cfg.reward.weights()}
+    common = {"max_turns": cfg.task.max_turns, "reward_weights": cfg.reward.weights(),
+              "last_actions": cfg.task.last_actions}  # fmt: skip
     own = {**common, **cfg.task.env_kwargs}
 
     def make_env(env_id: str | None = None):
