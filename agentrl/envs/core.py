@@ -10,6 +10,7 @@ reason (contract 3) and a ``RewardBreakdown`` (contract 4).
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import traceback
@@ -17,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentrl.chat.parser import parse_action
 from agentrl.envs.reference import reference_action as reference_solver
+from agentrl.envs.snapshot import EnvSnapshot, restore_episode, take_snapshot
 from agentrl.envs.task import TaskFamily, TaskInstance
 from agentrl.rewards.shaper import RewardShaper
 from agentrl.tools.errors import HARNESS_CODES
@@ -110,6 +112,8 @@ class ToolTaskEnv:
         self.done = True
         self.termination: str | None = None
         self.breakdown: RewardBreakdown | None = None
+        #: (seed, the instance before its tools were built, action texts): see ``snapshot``
+        self.episode_recipe: tuple[int, TaskInstance, list[str]] | None = None
 
     # -- episode start -------------------------------------------------------------------
     def draw_instance(
@@ -141,6 +145,7 @@ class ToolTaskEnv:
     ) -> tuple[list[Message], dict[str, Any]]:
         """Start an episode; ``options``: ``level`` (default the easiest) or ``instance``."""
         seed, instance = self.draw_instance(seed, options)
+        self.episode_recipe = (seed, copy.deepcopy(instance), [])
         registry = ToolRegistry(self.family.tools(instance))
         if registry.schemas() != self.tool_schemas:
             raise ValueError(f"{self.family.name!r}: tools() must give the same schemas always")
@@ -166,6 +171,7 @@ class ToolTaskEnv:
         if not isinstance(action_text, str):
             raise TypeError(f"step() takes the assistant's text, got {type(action_text).__name__}")
         self.turn += 1
+        self.episode_recipe[2].append(action_text)
         info: dict[str, Any] = {"turn": self.turn, "tool_calls": [], "parse_errors": []}
         try:
             return self._step(action_text, info)
@@ -236,6 +242,15 @@ class ToolTaskEnv:
         self.termination = reason
         self.breakdown = self.shaper.breakdown(success=reason == "success")
         return self.breakdown
+
+    # -- branching ---------------------------------------------------------------------------
+    def snapshot(self) -> EnvSnapshot:
+        """The running episode's state (``agentrl.envs.snapshot``: a replayable recipe)."""
+        return take_snapshot(self)
+
+    def restore(self, snap: EnvSnapshot) -> list[Message]:
+        """Rebuild ``snap``'s state here (reset + replay, checked); returns the dialogue."""
+        return restore_episode(self, snap)
 
     def reference_action(self) -> str:
         """The reference solver's next action text for the current state."""

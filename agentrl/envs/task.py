@@ -33,12 +33,16 @@ class TaskFamily:
 
     ``name`` names the family, ``levels`` its difficulty levels (easiest first) and
     ``system_prompt`` the optional system message (keep it short: small models, small
-    contexts). ``tools(instance)`` must return the same names and schemas for every instance.
+    contexts); ``replayable = False`` if its tools are not deterministic given the instance.
+    ``tools(instance)`` must return the same names and schemas for every instance.
     """
 
     name: str = "task"
     levels: tuple[int, ...] = (1,)
     system_prompt: str | None = None
+    #: the tools are deterministic given the instance, so an episode's state can be rebuilt
+    #: by replaying its turns (``env.snapshot()`` / ``env.restore()``, for tree search)
+    replayable: bool = True
 
     def tools(self, instance: TaskInstance) -> list[Tool]:
         """The tools, bound to ``instance``'s world (called once per episode)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentrl.envs.snapshot import EnvSnapshot, restore_episode
 from agentrl.types import Message
 
 NOTE_HEAD = "[your last {n} action{s}: "
@@ -85,6 +86,10 @@ class LastActions:
                 obs = list(obs)
                 obs[-1] = self._annotate(obs[-1], note)
         return obs, reward, terminated, truncated, info
+
+    def restore(self, snap: EnvSnapshot) -> list[Message]:
+        """Rebuild ``snap``'s state by replaying through this wrapper (notes included)."""
+        return restore_episode(self, snap)
 
     def _annotate(self, message: Message, note: str) -> Message:
         """``message`` with the note appended, replaced in ``env.messages`` as well."""
