@@ -163,6 +163,16 @@ def eval_cmd(
         help="A run directory's weights: final (its model/) or start (when RL began, after "
         "the warm start: the run's 'before').",
     ),
+    search: int = typer.Option(
+        1,
+        help="Tree search: at each turn try K actions (the greedy one and K-1 sampled), play "
+        "each in a restored copy of the env and keep the best (1 = plain greedy; a model only).",
+    ),
+    depth: int = typer.Option(
+        1,
+        help="Tree search: turns each candidate is played before it is scored (its reward "
+        "if it ended, else the reward layers earned so far).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as the last stdout line."),
 ) -> None:
     """Evaluate POLICY alone with greedy decoding on fixed held-out seeds: one task, or the
@@ -181,7 +191,7 @@ def eval_cmd(
             policy, task=task, levels=_parse_levels(levels), suites=suite, episodes=episodes,
             seed0=seed, imports=imports, general=general, max_turns=max_turns,
             max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens,
-            env_kwargs=_parse_env_options(env), weights=weights,
+            env_kwargs=_parse_env_options(env), weights=weights, search=search, depth=depth,
         )  # fmt: skip
     except (OSError, ImportError, KeyError, ValueError) as err:  # ImportError: a missing extra
         _fail(str(err))

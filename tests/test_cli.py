@@ -207,3 +207,20 @@ def test_eval_general_needs_a_model():
     result = runner.invoke(app, ["eval", "reference", "--general"])
     assert result.exit_code == 2
     assert "--general checks a model" in result.output
+
+
+def test_eval_search_reports_its_cost_through_the_real_engine(tiny_dir, tmp_path):
+    args = ["eval", str(tiny_dir), "--episodes", "2", "--levels", "1", "--search", "3",
+            "--depth", "2", "--json", "--max-turns", "2"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    cost = report["search"]
+    assert (cost["k"], cost["depth"]) == (3, 2) and report["episodes"] == 2
+    turns = report["mean_turns"] * 2
+    assert cost["branches"] == 3 * turns  # three candidates at every kept turn
+    assert cost["branch_tokens"] >= cost["episode_tokens"] > 0
+    assert "tree search K=3 depth=2" in result.output
+    bad = runner.invoke(app, ["eval", "reference", "--search", "2"])
+    assert bad.exit_code == 2 and "--search and --depth need a model" in bad.output
+    assert runner.invoke(app, ["eval", str(tiny_dir), "--search", "0"]).exit_code == 2

@@ -14,7 +14,7 @@ from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.eval.general import general_check
 from agentrl.eval.policies import OpenAIPolicy, ReferencePolicy, TextPolicy, run_text_episode
-from agentrl.eval.runner import evaluate
+from agentrl.eval.runner import eval_specs, evaluate, summarize
 from agentrl.eval.suites import SUITES, run_suite, summarize_records
 from agentrl.policy.loading import load_policy
 
@@ -79,10 +79,16 @@ def evaluate_model(
     general: bool = False,
     env_kwargs: dict[str, Any] | None = None,
     weights: str = "final",
+    search: int = 1,
+    depth: int = 1,
 ) -> tuple[dict[str, Any], list]:
     """Greedy evaluation on held-out seeds; returns (report, trajectories). ``general``: also
     the general-capability check (``report["general"]``). ``env_kwargs`` go to ``make``.
-    ``weights="start"``: a run directory's weights when RL began (after its warm start)."""
+    ``weights="start"``: a run directory's weights when RL began (after its warm start).
+    ``search`` > 1: tree search with K = ``search`` candidates per turn, each played
+    ``depth`` turns (``agentrl.planning.search``); ``report["search"]`` holds its cost."""
+    if search < 1 or depth < 1:
+        raise ValueError(f"--search and --depth must be >= 1, got {search} and {depth}")
     import_env_modules(imports or [])
     kwargs = dict(env_kwargs or {})
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
@@ -93,16 +99,27 @@ def evaluate_model(
         return make(task, max_turns=max_turns, **kwargs)
 
     levels = levels or [1, 2, 3]
-    report, trajs = evaluate(
-        generator,
-        make_env,
-        episodes=episodes,
-        levels=levels,
-        seed0=seed0,
-        max_new_tokens=max_new_tokens,
-        max_total_tokens=max_total_tokens,
-    )
-    report = {"model": model_or_run_dir, "weights": weights, "task": task, **report}
+    extra: dict[str, Any] = {}
+    if search > 1:
+        from agentrl.planning import search_episodes
+
+        trajs, cost = search_episodes(
+            generator, make_env, eval_specs(episodes, levels, seed0), k=search, depth=depth,
+            max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens,
+        )  # fmt: skip
+        report = summarize(trajs)
+        extra["search"] = {"k": search, "depth": depth, **cost.as_dict()}
+    else:
+        report, trajs = evaluate(
+            generator,
+            make_env,
+            episodes=episodes,
+            levels=levels,
+            seed0=seed0,
+            max_new_tokens=max_new_tokens,
+            max_total_tokens=max_total_tokens,
+        )
+    report = {"model": model_or_run_dir, "weights": weights, "task": task, **report, **extra}
     if general:
         report["general"] = general_check(generator, generator.tokenizer)
     return report, trajs
@@ -230,6 +247,8 @@ def run_eval(
     max_total_tokens: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
     weights: str = "final",
+    search: int = 1,
+    depth: int = 1,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """What ``agentrl eval`` runs: the named ``suites`` (``all``: every one, 8 episodes per
     task by default), else 96 episodes of ``task`` with a model or a text policy. ``general``:
@@ -241,6 +260,8 @@ def run_eval(
 
     Returns (report, episode records).
     """
+    if suites and (search > 1 or depth > 1):
+        raise ValueError("--search and --depth are for one task, not with --suite")
     if suites:
         names = list(SUITES) if "all" in suites else list(suites)
         return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0,
@@ -256,6 +277,8 @@ def run_eval(
     opts["env_kwargs"] = {**base["env_kwargs"], **(env_kwargs or {})}
     opts["imports"] = [*base["imports"], *imports]
     text = load_text_policy(policy, seed0)
+    if (search > 1 or depth > 1) and text is not None:
+        raise ValueError("--search and --depth need a model (a run directory or model path)")
     if general and (suites or text is not None):
         raise ValueError(
             "--general checks a model (a run directory, a model path or id), without --suite"
@@ -268,7 +291,8 @@ def run_eval(
                                   max_turns=opts["max_turns"],
                                   env_kwargs=opts["env_kwargs"])  # fmt: skip
     report, trajs = evaluate_model(policy, episodes=episodes or 96, seed0=seed0, general=general,
-                                   weights=weights, **opts)  # fmt: skip
+                                   weights=weights, search=search, depth=depth,
+                                   **opts)  # fmt: skip
     return report, [t.to_record() for t in trajs]
 
 
@@ -294,6 +318,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines = [
             f"success rate: {report['success_rate']:.3f}  by level: {report['success_by_level']}"
         ]
+        if "search" in report:
+            c = report["search"]
+            lines.append(f"tree search K={c['k']} depth={c['depth']}: {c['branches']} branches, "
+                         f"{c['episode_tokens']} + {c['branch_tokens']} tokens (episodes + "
+                         f"branches), {c['seconds']:.1f} s")  # fmt: skip
         if "general" in report:
             g = report["general"]
             kinds = "  ".join(f"{k} {v:.2f}" for k, v in g["by_kind"].items())
