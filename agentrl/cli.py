@@ -110,6 +110,17 @@ def train_cmd(
     _emit(summary, as_json)
 
 
+SEARCH_HELP = (
+    "Tree search: at each turn try K actions (the greedy one and K-1 sampled), play "
+    "each in a restored copy of the env, keep the best (1 = plain "
+    "greedy; a model only)."
+)
+DEPTH_HELP = (
+    "Tree search: turns each candidate is played before it is scored (its reward if "
+    "it ended, else the reward layers earned so far)."
+)
+
+
 @app.command("eval")
 def eval_cmd(
     policy: str = typer.Argument(
@@ -163,16 +174,8 @@ def eval_cmd(
         help="A run directory's weights: final (its model/) or start (when RL began, after "
         "the warm start: the run's 'before').",
     ),
-    search: int = typer.Option(
-        1,
-        help="Tree search: at each turn try K actions (the greedy one and K-1 sampled), play "
-        "each in a restored copy of the env and keep the best (1 = plain greedy; a model only).",
-    ),
-    depth: int = typer.Option(
-        1,
-        help="Tree search: turns each candidate is played before it is scored (its reward "
-        "if it ended, else the reward layers earned so far).",
-    ),
+    search: int = typer.Option(1, help=SEARCH_HELP),
+    depth: int = typer.Option(1, help=DEPTH_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as the last stdout line."),
 ) -> None:
     """Evaluate POLICY alone with greedy decoding on fixed held-out seeds: one task, or the
@@ -197,9 +200,13 @@ def eval_cmd(
         _fail(str(err))
     if out is not None:
         api.write_outputs(out, report, records)
-    for line in api.report_lines(report):
-        console.print(line, markup=False, soft_wrap=True)
+    _print_lines(api.report_lines(report))
     _emit(report, as_json)
+
+
+def _print_lines(lines: list[str]) -> None:
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def _parse_levels(levels: str | None) -> list[int] | None:

@@ -1,0 +1,74 @@
+"""Tree search at evaluation: held-out success and cost vs K (candidates per turn) and depth.
+
+For each (K, depth) of the grid the same held-out episodes are played with
+``agentrl.planning.search_episodes`` (K = 1 is plain greedy decoding); prints success, tokens
+generated (kept turns + branches) and seconds per episode, and writes them to ``--json``.
+Not a test: prints figures.
+
+    python bench/tree_search.py runs/smollm2_weather --levels 3 --episodes 24 \
+        --k 1,2,4 --depth 1,3 --json /tmp/search.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from agentrl.envs import make
+from agentrl.eval.api import load_eval_engine, run_settings
+from agentrl.eval.runner import eval_specs, summarize
+from agentrl.planning import search_episodes
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("policy", help="A run directory (its task settings are used) or model path.")
+    ap.add_argument("--task", default=None, help="Env id (default: the run's task).")
+    ap.add_argument("--levels", default=None, help="Comma-separated levels (default: the run's).")
+    ap.add_argument("--episodes", type=int, default=24)
+    ap.add_argument("--seed", type=int, default=10_000, help="First held-out seed.")
+    ap.add_argument("--k", default="1,2,4", help="Candidates per turn, comma-separated.")
+    ap.add_argument("--depth", default="1,3", help="Lookahead turns, comma-separated.")
+    ap.add_argument("--weights", default="final", help="final or start (a run directory's).")
+    ap.add_argument("--json", default=None, help="Write the figures here.")
+    args = ap.parse_args()
+
+    own = run_settings(args.policy)
+    task = args.task or own.get("task", "weather")
+    levels = _ints(args.levels) if args.levels else own.get("levels", [1, 2, 3])
+    kwargs = dict(own.get("env_kwargs", {})) if task == own.get("task") else {}
+    max_turns = own.get("max_turns", 6)
+    max_new, max_total = own.get("max_new_tokens", 96), own.get("max_total_tokens", 1024)
+    generator = load_eval_engine(args.policy, "cpu", args.weights)
+    make_env = lambda: make(task, max_turns=max_turns, **kwargs)  # noqa: E731
+    specs = eval_specs(args.episodes, levels, args.seed)
+    rows = []
+    print(f"{task} levels {levels}, {args.episodes} held-out episodes, {args.policy}")
+    print("| K | depth | success | tokens / episode (kept + branches) | s / episode |")
+    print("|---|---|---|---|---|")
+    for k in _ints(args.k):
+        for depth in _ints(args.depth) if k > 1 else [1]:
+            trajs, cost = search_episodes(generator, make_env, specs, k=k, depth=depth,
+                                          max_new_tokens=max_new,
+                                          max_total_tokens=max_total)  # fmt: skip
+            s = summarize(trajs)
+            n = len(specs)
+            row = {"k": k, "depth": depth, "success_rate": s["success_rate"],
+                   "success_by_level": s["success_by_level"], **cost.as_dict(),
+                   "s_per_episode": cost.seconds / n}  # fmt: skip
+            rows.append(row)
+            print(f"| {k} | {depth} | {s['success_rate']:.3f} | "
+                  f"{cost.episode_tokens / n:.0f} + {cost.branch_tokens / n:.0f} | "
+                  f"{cost.seconds / n:.1f} |", flush=True)  # fmt: skip
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"task": task, "levels": levels, "episodes": args.episodes, "rows": rows},
+                      f, indent=1)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
