@@ -74,8 +74,15 @@ def _finish(live: _Live, termination: str, reward: RewardBreakdown) -> Trajector
             "parse_errors": live.parse_errors,
             "seed": live.spec.seed,
             "env_id": live.spec.env_id,
+            **episode_plans(live.env),
         },
     )
+
+
+def episode_plans(env: object) -> dict:
+    """A plan-and-execute episode's plans (``PlanExecute.plans``), for its record."""
+    plans = getattr(env, "plans", None)
+    return {"plans": [list(p) for p in plans]} if plans is not None else {}
 
 
 def _concurrent(envs: list[object]) -> bool:

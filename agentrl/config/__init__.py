@@ -100,12 +100,23 @@ class RewardConfig(Section):
     reask: float = Field(
         -0.1, description="Weight per call re-fetching information already held (a penalty)."
     )
+    plan: float = Field(
+        0.2,
+        description="Weight of the plan layer: the decomposition accuracy of the episode's "
+        "plan (rollout.mode=plan_execute only).",
+    )
 
     def weights(self) -> dict[str, float]:
         return self.model_dump()
 
 
 class RolloutConfig(Section):
+    mode: Literal["react", "plan_execute"] = Field(
+        "react",
+        description="react: tool calls from the first turn; plan_execute: a planner turn "
+        "writes a numbered plan first, scored against the task's sub-tasks "
+        "(agentrl.planning.plan.PlanExecute; reward.plan weighs it).",
+    )
     group_size: int = Field(8, ge=1, description="GRPO: samples per task instance (G).")
     groups_per_step: int = Field(8, ge=1, description="Task instances per RL step.")
     temperature: float = Field(

@@ -57,11 +57,14 @@ def register(env_id: str, factory: Callable[..., Any], **defaults: Any) -> EnvSp
     return spec
 
 
-def make(env_id: str, *, last_actions: int = 0, **overrides: Any) -> Any:
+def make(
+    env_id: str, *, last_actions: int = 0, plan_execute: bool = False, **overrides: Any
+) -> Any:
     """Build the environment registered as ``env_id`` (defaults updated by ``overrides``).
 
     ``last_actions``: k > 0 wraps it in ``agentrl.envs.wrappers.LastActions(env, k)`` (each
-    turn's observation lists the episode's last k tool calls).
+    turn's observation lists the episode's last k tool calls); ``plan_execute``: then in
+    ``agentrl.planning.plan.PlanExecute`` (a planner turn opens the episode).
     """
     spec = _REGISTRY.get(env_id)
     if spec is None:
@@ -74,6 +77,10 @@ def make(env_id: str, *, last_actions: int = 0, **overrides: Any) -> Any:
         from agentrl.envs.wrappers import LastActions
 
         env = LastActions(env, last_actions)
+    if plan_execute:
+        from agentrl.planning.plan import PlanExecute
+
+        env = PlanExecute(env)
     return env
 
 

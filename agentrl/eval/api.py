@@ -52,6 +52,8 @@ def run_settings(policy: str) -> dict[str, Any]:
 
     cfg = load_config(path)
     wrapper = {"last_actions": cfg.task.last_actions} if cfg.task.last_actions else {}
+    if cfg.rollout.mode == "plan_execute":
+        wrapper["plan_execute"] = True
     return {
         "task": cfg.task.env,
         "levels": list(cfg.task.levels),

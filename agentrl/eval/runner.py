@@ -21,9 +21,10 @@ def eval_specs(episodes: int, levels: list[int], seed0: int) -> list[EpisodeSpec
 
 
 def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
-    """Success rate overall and per level, termination reasons, mean reward and calls, and
+    """Success rate overall and per level, termination reasons, mean reward and calls,
     ``repeated_call_rate``: the share of episodes that repeat a call which had already
-    succeeded (same name and arguments; a retry after an error is not a repeat)."""
+    succeeded (same name and arguments; a retry after an error is not a repeat), and for
+    plan-and-execute episodes ``decomposition_accuracy`` and ``planned_rate``."""
     by_level: dict[int, list[bool]] = defaultdict(list)
     for t in trajs:
         by_level[t.level].append(t.success)
@@ -40,7 +41,18 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
             first_repeat({"tool_calls": t.tool_calls}) is not None for t in trajs
         )
         / n,
+        **_decomposition(trajs),
     }
+
+
+def _decomposition(trajs: list[Trajectory]) -> dict[str, float]:
+    """Plan-and-execute episodes: mean decomposition accuracy of their plans (0 for an episode
+    that wrote none), and the share of episodes that wrote one."""
+    plans = [t.reward.layers["plan"] for t in trajs if "plan" in t.reward.layers]
+    if not plans:
+        return {}
+    planned = sum(bool(t.info.get("plans")) for t in trajs) / len(trajs)
+    return {"decomposition_accuracy": sum(plans) / len(plans), "planned_rate": planned}
 
 
 def evaluate(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrl.chat.render import encode_delta, encode_prompt
-from agentrl.rollout import EpisodeSpec
+from agentrl.rollout import EpisodeSpec, episode_plans
 from agentrl.types import Trajectory
 
 
@@ -182,5 +182,6 @@ def _trajectory(line: _Line, spec: EpisodeSpec, task_id: str) -> Trajectory:
         token_ids=line.ids, loss_mask=line.mask, logprobs=line.logprobs,
         turn_of_token=line.turn_of_token, reward=line.env.finish(line.ended or "length"),
         termination=line.ended or "length", level=spec.level, tool_calls=line.tool_calls,
-        info={"turns": line.turn, "seed": spec.seed, "env_id": spec.env_id},
+        info={"turns": line.turn, "seed": spec.seed, "env_id": spec.env_id,
+              **episode_plans(line.env)},
     )  # fmt: skip

@@ -25,8 +25,9 @@ DEFAULT_WEIGHTS: dict[str, float] = {
 LAYERS: tuple[str, ...] = tuple(DEFAULT_WEIGHTS)
 #: Default weights of the task families' process layers (``envs/tasks/shaped.py``):
 #: ``progress`` (fraction of the task's milestones reached) and ``reask`` (a count of calls
-#: that fetched information the dialogue already held; a penalty).
-PROCESS_WEIGHTS: dict[str, float] = {"progress": 0.3, "reask": -0.1}
+#: that fetched information the dialogue already held; a penalty); ``plan`` (decomposition
+#: accuracy of the episode's plan, ``agentrl.planning.plan``: plan-and-execute mode only).
+PROCESS_WEIGHTS: dict[str, float] = {"progress": 0.3, "reask": -0.1, "plan": 0.2}
 PROCESS_LAYERS: tuple[str, ...] = tuple(PROCESS_WEIGHTS)
 
 

@@ -59,7 +59,8 @@ def env_factory(cfg: Config):
     import_env_modules(cfg.task.imports)
     tools_runtime.configure(cfg.tools)
     common = {"max_turns": cfg.task.max_turns, "reward_weights": cfg.reward.weights(),
-              "last_actions": cfg.task.last_actions}  # fmt: skip
+              "last_actions": cfg.task.last_actions,
+              "plan_execute": cfg.rollout.mode == "plan_execute"}  # fmt: skip
     own = {**common, **cfg.task.env_kwargs}
 
     def make_env(env_id: str | None = None):

@@ -28,14 +28,14 @@ def test_weights_defaults_rise_and_unknown_key_is_named():
     assert w["format"] < w["tool_choice"] < w["arguments"] < w["completion"]
     assert resolve_weights({"format": 0.5})["format"] == 0.5
     assert resolve_weights(None) == {**DEFAULT_WEIGHTS, **PROCESS_WEIGHTS}
-    assert PROCESS_WEIGHTS == {"progress": 0.3, "reask": -0.1}
+    assert PROCESS_WEIGHTS == {"progress": 0.3, "reask": -0.1, "plan": 0.2}
     with pytest.raises(ValueError, match=r"'speed'.*allowed: format, tool_choice.*progress, reask"):
         resolve_weights({"speed": 1.0})
 
 
 def test_shaper_keeps_process_weights_out_of_its_breakdown():
     shaper = RewardShaper({"progress": 0.5, "format": 0.2})
-    assert shaper.process_weights == {"progress": 0.5, "reask": -0.1}
+    assert shaper.process_weights == {"progress": 0.5, "reask": -0.1, "plan": 0.2}
     assert shaper.weights == {**DEFAULT_WEIGHTS, "format": 0.2}
     assert set(shaper.breakdown(success=True).weights) == set(DEFAULT_WEIGHTS)
 
