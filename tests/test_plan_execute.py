@@ -132,3 +132,19 @@ def test_plan_execute_rollout_is_token_exact(tiny_policy):
     assert [c["turn"] for c in traj.tool_calls] == [1]  # the call is the second turn
     report = summarize([traj])
     assert report["decomposition_accuracy"] == 1.0 and report["planned_rate"] == 1.0
+
+
+def test_eval_curve_points_carry_the_planning_figures():
+    from agentrl.train.run import curve_point, eval_metrics
+
+    summary = {"success_rate": 0.5, "success_by_level": {"1": 0.5}, "mean_tool_calls": 1.0,
+               "terminations": {}, "repeated_call_rate": 0.25, "decomposition_accuracy": 0.75,
+               "planned_rate": 1.0}  # fmt: skip
+    point = curve_point(3, 96, summary)
+    assert point["decomposition_accuracy"] == 0.75 and point["repeated_call_rate"] == 0.25
+    metrics = eval_metrics(point)
+    assert metrics["eval/decomposition_accuracy"] == 0.75
+    assert metrics["eval/planned_rate"] == 1.0
+    plan_keys = ("decomposition_accuracy", "planned_rate")
+    react = curve_point(3, 96, {k: v for k, v in summary.items() if k not in plan_keys})
+    assert "decomposition_accuracy" not in react and "eval/planned_rate" not in eval_metrics(react)

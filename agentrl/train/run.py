@@ -218,9 +218,11 @@ class Run:
 
 def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, Any]:
     """A line of ``eval.jsonl``: held-out success after ``step`` RL steps, ``episodes`` played
-    (and the general-capability accuracy where it was checked)."""
-    keep = ("success_rate", "success_by_level", "mean_tool_calls", "terminations")
-    point = {"step": step, "episodes": episodes, **{k: summary[k] for k in keep}}
+    (and the general-capability accuracy where it was checked; a plan-and-execute run's
+    decomposition accuracy and planned rate)."""
+    keep = ("success_rate", "success_by_level", "mean_tool_calls", "terminations",
+            "repeated_call_rate", "decomposition_accuracy", "planned_rate")  # fmt: skip
+    point = {"step": step, "episodes": episodes, **{k: summary[k] for k in keep if k in summary}}
     if "general" in summary:
         point["general_accuracy"] = summary["general"]["accuracy"]
     return point
@@ -228,10 +230,13 @@ def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, 
 
 def eval_metrics(point: dict[str, Any]) -> dict[str, float]:
     """An eval.jsonl point as sink metrics: ``eval/success_rate``, ``eval/success/level_<n>``,
-    ``eval/general_accuracy``."""
+    ``eval/general_accuracy``, ``eval/repeated_call_rate``, ``eval/decomposition_accuracy``."""
     out = {"eval/success_rate": point["success_rate"]}
     for level, rate in point["success_by_level"].items():
         out[f"eval/success/level_{level}"] = rate
+    for key in ("repeated_call_rate", "decomposition_accuracy", "planned_rate"):
+        if key in point:
+            out[f"eval/{key}"] = point[key]
     if "general_accuracy" in point:
         out["eval/general_accuracy"] = point["general_accuracy"]
     return out
