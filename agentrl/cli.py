@@ -115,6 +115,10 @@ SEARCH_HELP = (
     "each in a restored copy of the env, keep the best (1 = plain "
     "greedy; a model only)."
 )
+VALUE_HELP = (
+    "Tree search: how a branch still running after its lookahead is scored: layers (the "
+    "reward layers earned so far) or critic (a PPO run directory's critic.pt)."
+)
 DEPTH_HELP = (
     "Tree search: turns each candidate is played before it is scored (its reward if "
     "it ended, else the reward layers earned so far)."
@@ -176,6 +180,7 @@ def eval_cmd(
     ),
     search: int = typer.Option(1, help=SEARCH_HELP),
     depth: int = typer.Option(1, help=DEPTH_HELP),
+    value: str = typer.Option("layers", help=VALUE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as the last stdout line."),
 ) -> None:
     """Evaluate POLICY alone with greedy decoding on fixed held-out seeds: one task, or the
@@ -185,16 +190,14 @@ def eval_cmd(
     task_opts = (("--task", task), ("--levels", levels), ("--import", imports), ("--env", env),
                  ("--max-turns", max_turns), ("--max-new-tokens", max_new_tokens),
                  ("--max-total-tokens", max_total_tokens))  # fmt: skip
-    given = [opt for opt, v in task_opts if v]
-    if suite and given:
-        _fail(f"{' and '.join(given)} cannot be combined with --suite: a suite runs its own tasks "
-              "and levels (drop one or the other)")  # fmt: skip
+    _check_no_task_options(suite, task_opts)
     try:
         report, records = api.run_eval(
             policy, task=task, levels=_parse_levels(levels), suites=suite, episodes=episodes,
             seed0=seed, imports=imports, general=general, max_turns=max_turns,
             max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens,
             env_kwargs=_parse_env_options(env), weights=weights, search=search, depth=depth,
+            value=value,
         )  # fmt: skip
     except (OSError, ImportError, KeyError, ValueError) as err:  # ImportError: a missing extra
         _fail(str(err))
@@ -202,6 +205,14 @@ def eval_cmd(
         api.write_outputs(out, report, records)
     _print_lines(api.report_lines(report))
     _emit(report, as_json)
+
+
+def _check_no_task_options(suite: list[str], task_opts: tuple) -> None:
+    """A suite fixes its own tasks and levels: no task option beside ``--suite``."""
+    given = [opt for opt, v in task_opts if v]
+    if suite and given:
+        _fail(f"{' and '.join(given)} cannot be combined with --suite: a suite runs its own tasks "
+              "and levels (drop one or the other)")  # fmt: skip
 
 
 def _print_lines(lines: list[str]) -> None:

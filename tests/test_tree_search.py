@@ -82,3 +82,47 @@ def test_depth_lets_a_branch_finish_before_it_is_scored(tiny_policy):
     assert (1, False) in gen.calls and cost.branches == 4
     with pytest.raises(ValueError, match="k >= 1"):
         search_episodes(gen, make_env, [], k=0)
+
+
+def test_a_scorer_values_the_branches_that_are_still_running(tiny_policy):
+    _, tok = tiny_policy
+    make_env, gen = _setup(tok)
+    spec = [EpisodeSpec(seed=4, level=1)]
+    seen = []
+
+    def pessimist(sequences):  # a running branch (the call) looks worse than a failed answer
+        seen.extend(sequences)
+        return [-10.0] * len(sequences)
+
+    (traj,), _ = search_episodes(gen, make_env, spec, k=2, depth=1, scorer=pessimist)
+    assert traj.termination == "failure" and len(seen) == 1  # the guess was kept
+    assert "get_weather" in tok.decode(seen[0])  # what was scored: the branch after its call
+    (traj,), _ = search_episodes(gen, make_env, spec, k=2, scorer=lambda s: [5.0] * len(s))
+    assert traj.termination == "success"
+
+
+def test_critic_scorer_reads_a_ppo_runs_critic(tiny_dir, tiny_policy, tmp_path):
+    import torch
+
+    from agentrl.algos.value import make_critic, policy_forward
+    from agentrl.config import load_config
+    from agentrl.planning.value import critic_scorer
+
+    model, _ = tiny_policy
+    run = tmp_path / "ppo_run"
+    run.mkdir()
+    cfg = load_config(None, ["algo.name=ppo", "algo.ppo.critic=head"])
+    (run / "config.yaml").write_text(json.dumps(cfg.model_dump(mode="json")))
+    critic = make_critic(model, "head")
+    torch.nn.init.normal_(critic.head.proj.weight, std=0.5)
+    torch.save(critic.state_dict(), run / "critic.pt")
+    score = critic_scorer(run, model)
+    ids = [[1, 2, 3, 4], [5, 6]]
+    want = []
+    for seq in ids:
+        x = torch.tensor([seq])
+        _, hidden = policy_forward(model, x, torch.ones_like(x), with_hidden=True)
+        want.append(float(critic(x, torch.ones_like(x), hidden)[0, -1].detach()))
+    assert score(ids) == pytest.approx(want) and want[0] != 0.0
+    with pytest.raises(FileNotFoundError, match="critic.pt"):
+        critic_scorer(tmp_path, model)

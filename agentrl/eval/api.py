@@ -83,12 +83,14 @@ def evaluate_model(
     weights: str = "final",
     search: int = 1,
     depth: int = 1,
+    value: str = "layers",
 ) -> tuple[dict[str, Any], list]:
     """Greedy evaluation on held-out seeds; returns (report, trajectories). ``general``: also
     the general-capability check (``report["general"]``). ``env_kwargs`` go to ``make``.
     ``weights="start"``: a run directory's weights when RL began (after its warm start).
     ``search`` > 1: tree search with K = ``search`` candidates per turn, each played
-    ``depth`` turns (``agentrl.planning.search``); ``report["search"]`` holds its cost."""
+    ``depth`` turns (``agentrl.planning.search``); ``report["search"]`` holds its cost.
+    ``value="critic"``: branches still running are scored by the PPO run's critic."""
     if search < 1 or depth < 1:
         raise ValueError(f"--search and --depth must be >= 1, got {search} and {depth}")
     import_env_modules(imports or [])
@@ -102,15 +104,19 @@ def evaluate_model(
 
     levels = levels or [1, 2, 3]
     extra: dict[str, Any] = {}
+    if value not in ("layers", "critic"):
+        raise ValueError(f"--value must be 'layers' or 'critic', got {value!r}")
     if search > 1:
         from agentrl.planning import search_episodes
+        from agentrl.planning.value import critic_scorer
 
+        scorer = critic_scorer(model_or_run_dir, generator.model) if value == "critic" else None
         trajs, cost = search_episodes(
             generator, make_env, eval_specs(episodes, levels, seed0), k=search, depth=depth,
-            max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens,
+            max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens, scorer=scorer,
         )  # fmt: skip
         report = summarize(trajs)
-        extra["search"] = {"k": search, "depth": depth, **cost.as_dict()}
+        extra["search"] = {"k": search, "depth": depth, "value": value, **cost.as_dict()}
     else:
         report, trajs = evaluate(
             generator,
@@ -251,6 +257,7 @@ def run_eval(
     weights: str = "final",
     search: int = 1,
     depth: int = 1,
+    value: str = "layers",
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """What ``agentrl eval`` runs: the named ``suites`` (``all``: every one, 8 episodes per
     task by default), else 96 episodes of ``task`` with a model or a text policy. ``general``:
@@ -294,7 +301,7 @@ def run_eval(
                                   env_kwargs=opts["env_kwargs"])  # fmt: skip
     report, trajs = evaluate_model(policy, episodes=episodes or 96, seed0=seed0, general=general,
                                    weights=weights, search=search, depth=depth,
-                                   **opts)  # fmt: skip
+                                   value=value, **opts)  # fmt: skip
     return report, [t.to_record() for t in trajs]
 
 

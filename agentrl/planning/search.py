@@ -5,7 +5,8 @@ the greedy one and K-1 sampled at ``temperature``. Each candidate is played in a
 fresh env restored from the episode's snapshot, ``agentrl.envs.snapshot``) and followed
 greedily for up to ``depth - 1`` more turns. A branch that ends is worth its episode reward;
 one still running after the lookahead is worth what it has earned so far (its reward layers
-scored as if it stopped there: format, tool choice, arguments, progress; no completion). The
+scored as if it stopped there: format, tool choice, arguments, progress; no completion), or,
+with a PPO run's critic (``scorer``, ``agentrl.planning.value``), its predicted return. The
 episode takes the best candidate (ties: the greedy one) and moves on; the branches are
 dropped. K = 1 is plain greedy decoding.
 
@@ -107,22 +108,28 @@ def search_episodes(
     max_new_tokens: int = 96,
     max_total_tokens: int = 1024,
     on_episode: Callable[[int, int], None] | None = None,
+    scorer: Callable[[list[list[int]]], list[float]] | None = None,
 ) -> tuple[list[Trajectory], SearchCost]:
-    """Play each spec's episode with tree search (module docstring); trajectories in order."""
+    """Play each spec's episode with tree search (module docstring); trajectories in order.
+
+    ``scorer``: values for branches still running after the lookahead, from their token
+    ids (``agentrl.planning.value.critic_scorer``: a PPO critic); default: the reward layers
+    they earned so far."""
     if k < 1 or depth < 1:
         raise ValueError(f"tree search needs k >= 1 and depth >= 1, got k={k}, depth={depth}")
     cost, start = SearchCost(), time.perf_counter()
     trajs = []
     for n, spec in enumerate(specs, 1):
         trajs.append(_search_episode(generator, make_env, spec, k, depth, temperature,
-                                     max_new_tokens, max_total_tokens, cost))  # fmt: skip
+                                     max_new_tokens, max_total_tokens, cost, scorer))  # fmt: skip
         if on_episode is not None:
             on_episode(n, len(specs))
     cost.seconds = time.perf_counter() - start
     return trajs, cost
 
 
-def _search_episode(generator, make_env, spec, k, depth, temperature, max_new, max_total, cost):
+def _search_episode(generator, make_env, spec, k, depth, temperature, max_new, max_total, cost,
+                    scorer):  # fmt: skip
     tok = generator.tokenizer
     env = make_env()
     messages, info = env.reset(seed=spec.seed, options={"level": spec.level})
@@ -131,13 +138,14 @@ def _search_episode(generator, make_env, spec, k, depth, temperature, max_new, m
         _end(line, "length")
     while line.ended is None:
         sample = _best_candidate(generator, make_env, line, k, depth, temperature, max_new,
-                                 max_total, cost)  # fmt: skip
+                                 max_total, cost, scorer)  # fmt: skip
         cost.episode_tokens += len(sample.ids)
         _play(line, sample, tok, max_total)
     return _trajectory(line, spec, str(info.get("task_id", spec.seed)))
 
 
-def _best_candidate(generator, make_env, line, k, depth, temperature, max_new, max_total, cost):
+def _best_candidate(generator, make_env, line, k, depth, temperature, max_new, max_total, cost,
+                    scorer=None):  # fmt: skip
     """The greedy action and K-1 sampled ones from ``line``'s history, each played in a
     restored branch and followed greedily ``depth - 1`` turns; the best by branch value.
 
@@ -169,8 +177,12 @@ def _best_candidate(generator, make_env, line, k, depth, temperature, max_new, m
         for branch, sample in zip(running, outs, strict=True):
             cost.branch_tokens += len(sample.ids)
             _play(branch, sample, generator.tokenizer, max_total)
-    for branch in branches:  # still running: what it earned so far (no completion)
-        if branch.ended is None:
+    running = [b for b in branches if b.ended is None]
+    if scorer is not None and running:  # still running: its predicted return
+        for branch, value in zip(running, scorer([b.ids for b in running]), strict=True):
+            branch.value = value
+    else:  # still running: what it earned so far (no completion)
+        for branch in running:
             _end(branch, "max_turns")
     values = [b.value for b in branches]
     return candidates[values.index(max(values))]  # ties: the earliest, the greedy one first
