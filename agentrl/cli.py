@@ -317,6 +317,44 @@ def view(
 
 
 @app.command()
+def serve(
+    model: str = typer.Argument(
+        ...,
+        help="Run directory, saved model path, hub id or packaged model (agentrl/smollm2-135m).",
+    ),
+    host: str = typer.Option("127.0.0.1", help="Interface (default: loopback only)."),
+    port: int = typer.Option(8000, min=0, max=65535, help="Port."),
+    api_key: str = typer.Option(
+        None,
+        "--api-key",
+        envvar="AGENTRL_API_KEY",
+        help="Require 'Authorization: Bearer KEY' on /v1/ routes.",
+    ),
+    name: str = typer.Option(None, help="Model id clients send (default: the path's last part)."),
+    context: int = typer.Option(
+        None,
+        help="Tokens per request, prompt and reply (default 4096, at most the model's positions).",
+    ),
+    slots: int = typer.Option(8, min=1, help="Requests decoded together (the rest queue)."),
+) -> None:
+    """Serve MODEL behind an OpenAI-compatible API: POST /v1/chat/completions (tools, tool
+    calls, streaming, n, stop), GET /v1/models, GET /health. Concurrent requests decode
+    together in one continuously batched session. Ctrl-C stops it."""
+    from agentrl.serve.run import build_server
+    from agentrl.serve.run import serve as run_server
+
+    try:
+        server = build_server(model, name=name, context=context, slots=slots, api_key=api_key)
+    except (OSError, ValueError) as err:
+        _fail(str(err))
+    except ImportError as err:
+        _fail(f"agentrl serve needs fastapi and uvicorn: pip install 'agentrl[monitor]' ({err})")
+    served = server.state.model_name
+    console.print(f"agentrl serve: http://{host}:{port}/v1  (model {served}; Ctrl-C stops)")
+    run_server(server, host, port)
+
+
+@app.command()
 def envs() -> None:
     """List registered environments."""
     from agentrl.envs import list_envs

@@ -42,6 +42,9 @@ class _Seq:
     decoding: bool = False  # mid-turn: unfed holds exactly the last sampled token
     turn_ids: list[int] = field(default_factory=list)
     turn_logprobs: list[float] = field(default_factory=list)
+    sampling: tuple[bool, float, float] | None = (
+        None  # (greedy, temperature, top_p); None: the session's
+    )
 
 
 class DecodeSession:
@@ -74,12 +77,15 @@ class DecodeSession:
         self._forward(kv, [0], [ids])  # the cache is what is wanted; no head
         self.prefix = (list(ids), kv)
 
-    def add(self, key: Hashable, prompt: list[int], max_new: int, seed: int | None) -> None:
-        """A new sequence; it takes a slot when one is free."""
+    def add(self, key: Hashable, prompt: list[int], max_new: int, seed: int | None,
+            sampling: tuple[bool, float, float] | None = None) -> None:  # fmt: skip
+        """A new sequence; it takes a slot when one is free. ``sampling``: its own (greedy,
+        temperature, top_p) instead of the session's (a server's requests differ)."""
+        greedy = self.greedy if sampling is None else sampling[0]
         gen = None
-        if not self.greedy:
+        if not greedy:
             gen = torch.Generator().manual_seed(int(seed if seed is not None else 0))
-        seq = _Seq(key, list(prompt), max_new, gen)
+        seq = _Seq(key, list(prompt), max_new, gen, sampling=sampling)
         self.seqs[key] = seq
         self.queue.append(seq)
 
@@ -194,11 +200,31 @@ class DecodeSession:
         self.stats["decode_tokens"] += len(rows)
         return self._sample(rows, self._logits(hidden))
 
+    def partial(self, key: Hashable) -> list[int]:
+        """The ids ``key`` has sampled so far in its current turn (for streaming)."""
+        seq = self.seqs.get(key)
+        return list(seq.turn_ids) if seq is not None else []
+
+    def _choose(self, rows: list[_Seq], logits: torch.Tensor) -> tuple[list[int], list[float]]:
+        """Token ids and log-probs of ``rows``, each group of rows with the same sampling
+        settings in one ``choose_tokens``."""
+        own = (self.greedy, self.temperature, self.top_p)
+        groups: dict[tuple[bool, float, float], list[int]] = {}
+        for i, s in enumerate(rows):
+            groups.setdefault(s.sampling or own, []).append(i)
+        ids, lps = [0] * len(rows), [0.0] * len(rows)
+        for (greedy, temperature, top_p), members in groups.items():
+            gens = None if greedy else [rows[i].generator for i in members]
+            part = logits if len(members) == len(rows) else logits[torch.tensor(members)]
+            got, got_lp = choose_tokens(part, gens, temperature=temperature, top_p=top_p)
+            for i, t, lp in zip(members, got.tolist(), got_lp.tolist(), strict=True):
+                ids[i], lps[i] = t, lp
+        return ids, lps
+
     def _sample(self, rows: list[_Seq], logits: torch.Tensor) -> list[tuple[Hashable, Sample]]:
-        gens = None if self.greedy else [s.generator for s in rows]
-        ids, lps = choose_tokens(logits, gens, temperature=self.temperature, top_p=self.top_p)
+        ids, lps = self._choose(rows, logits)
         ended = []
-        for s, t, lp in zip(rows, ids.tolist(), lps.tolist(), strict=True):
+        for s, t, lp in zip(rows, ids, lps, strict=True):
             s.turn_ids.append(t)
             s.turn_logprobs.append(lp)
             s.unfed = [t]

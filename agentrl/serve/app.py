@@ -1,0 +1,194 @@
+"""``agentrl serve``: an OpenAI-compatible chat-completions server over agentrl's engine.
+
+Routes: ``POST /v1/chat/completions`` (``messages``, ``tools``, ``tool_choice`` auto / none,
+``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``n``, ``seed``, ``stream``),
+``GET /v1/models``, ``GET /health``. Concurrent requests decode together in one continuously
+batched session (``Batcher``). Replies carry ``tool_calls`` parsed by agentrl's parser
+(``finish_reason: "tool_calls"``) and token usage; ``stream: true`` sends server-sent events,
+content deltas then one tool-call delta per call, as the OpenAI API does. Every bad request is
+a 4xx with an OpenAI-style error body naming the field; a bad or missing API key is a 401.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from agentrl.chat.render import encode_prompt
+from agentrl.serve.batcher import Batcher, Job, partial_text
+from agentrl.serve.protocol import (
+    ChatRequest,
+    RequestError,
+    choice_message,
+    error_body,
+    sampling_of,
+    to_chat_messages,
+)
+
+TOOL_TAG = "<tool_call>"
+DEFAULT_MAX_TOKENS = 512
+
+
+def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
+               api_key: str | None = None, session: Any = None) -> FastAPI:  # fmt: skip
+    """The FastAPI app serving ``engine``'s model as ``model_name`` (``session``: a decode
+    session to use instead of the engine's own, e.g. a scripted one in tests)."""
+    batcher = Batcher(engine, capacity=capacity, slots=slots, session=session)
+    tok = engine.tokenizer
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        # request handlers wait on their jobs in threads: let many wait at once
+        anyio.to_thread.current_default_thread_limiter().total_tokens = 256
+        yield
+        batcher.close()
+
+    app = FastAPI(title="agentrl serve", version="1", lifespan=lifespan)
+    app.state.batcher, app.state.model_name = batcher, model_name
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next):
+        given = request.headers.get("authorization", "")
+        if api_key and request.url.path.startswith("/v1/") and given != f"Bearer {api_key}":
+            body = error_body("invalid API key (send 'Authorization: Bearer KEY')",
+                              "authentication_error", code="invalid_api_key")  # fmt: skip
+            return JSONResponse(body, status_code=401)
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, err: RequestValidationError) -> JSONResponse:
+        first = err.errors()[0] if err.errors() else {}
+        loc = ".".join(str(x) for x in first.get("loc", ()) if x != "body") or None
+        msg = first.get("msg", "invalid request")
+        return JSONResponse(error_body(f"{loc}: {msg}" if loc else msg, param=loc), 400)
+
+    @app.exception_handler(RequestError)
+    async def _bad(_request: Request, err: RequestError) -> JSONResponse:
+        return JSONResponse(error_body(str(err), err.kind, err.param), err.status)
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "model": model_name, "live": len(batcher.live),
+                "slots": batcher.slots, "context": capacity, **batcher.stats}  # fmt: skip
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "agentrl"}
+        return {"object": "list", "data": [card]}
+
+    @app.post("/v1/chat/completions")
+    def chat(req: ChatRequest):
+        if req.model != model_name:
+            raise RequestError(f"model {req.model!r} is not served here; this server serves "
+                               f"{model_name!r}", "model", 404, "not_found_error")  # fmt: skip
+        prompt = _prompt(tok, req)
+        budget = req.max_completion_tokens or req.max_tokens
+        room = capacity - len(prompt)
+        if room < 1:
+            raise RequestError(f"the prompt is {len(prompt)} tokens, over the context of "
+                               f"{capacity}", "messages")  # fmt: skip
+        if budget is not None and budget > room:
+            raise RequestError(f"max_tokens {budget} is beyond the context: the prompt takes "
+                               f"{len(prompt)} of {capacity} tokens, {room} are left",
+                               "max_tokens")  # fmt: skip
+        stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
+        seed = req.seed if req.seed is not None else random.getrandbits(31)
+        max_new = budget or min(room, DEFAULT_MAX_TOKENS)
+        jobs = [batcher.submit(Job(prompt, max_new, sampling_of(req), seed + i, stop))
+                for i in range(req.n)]  # fmt: skip
+        rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+        if req.stream:
+            events = _stream(tok, jobs, rid, created, model_name)
+            return StreamingResponse(events, media_type="text/event-stream")
+        for job in jobs:
+            job.done.wait()
+        return _completion(jobs, rid, created, model_name, len(prompt))
+
+    return app
+
+
+def _prompt(tok: Any, req: ChatRequest) -> list[int]:
+    """The request's prompt ids through the chat template (tools unless tool_choice none)."""
+    choice = req.tool_choice
+    if choice not in (None, "auto", "none"):
+        raise RequestError("tool_choice must be 'auto' or 'none' (agentrl does not force a "
+                           f"call), got {choice!r}", "tool_choice")  # fmt: skip
+    tools = None if choice == "none" or not req.tools else req.tools
+    messages = to_chat_messages(req.messages)
+    try:
+        return encode_prompt(tok, messages, tools)
+    except Exception as err:  # noqa: BLE001 - a template error is the request's fault
+        raise RequestError(f"the chat template cannot render these messages: {err}",
+                           "messages") from err  # fmt: skip
+
+
+def _choice(job: Job, index: int) -> tuple[dict[str, Any], str]:
+    if job.error is not None:
+        raise RequestError(job.error, None, 503, "server_error")
+    message, has_calls = choice_message(job.text)
+    reason = "tool_calls" if has_calls and job.finish_reason == "stop" else job.finish_reason
+    return {"index": index, "message": message, "finish_reason": reason}, reason
+
+
+def _completion(jobs: list[Job], rid: str, created: int, model: str, prompt_tokens: int):
+    choices = [_choice(job, i)[0] for i, job in enumerate(jobs)]
+    completion = sum(len(job.sample.ids) if job.sample else 0 for job in jobs)
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+             "total_tokens": prompt_tokens + completion}  # fmt: skip
+    return {"id": rid, "object": "chat.completion", "created": created, "model": model,
+            "choices": choices, "usage": usage}  # fmt: skip
+
+
+def streamable_content(text: str) -> str:
+    """The part of a growing turn that is plain content: before any ``<tool_call>``, and not
+    a tail that may be the start of one."""
+    cut = text.find(TOOL_TAG)
+    if cut >= 0:
+        return text[:cut]
+    for k in range(min(len(TOOL_TAG) - 1, len(text)), 0, -1):
+        if TOOL_TAG.startswith(text[-k:]):
+            return text[:-k]
+    return text.rstrip("\ufffd")  # half of a multi-byte character
+
+
+def _stream(tok: Any, jobs: list[Job], rid: str, created: int, model: str) -> Iterator[str]:
+    def event(index: int, delta: dict[str, Any], reason: str | None = None) -> str:
+        chunk = {"id": rid, "object": "chat.completion.chunk", "created": created,
+                 "model": model, "choices": [{"index": index, "delta": delta,
+                                              "finish_reason": reason}]}  # fmt: skip
+        return f"data: {json.dumps(chunk)}\n\n"
+
+    for i in range(len(jobs)):
+        yield event(i, {"role": "assistant", "content": ""})
+    sent, open_ = [0] * len(jobs), set(range(len(jobs)))
+    while open_:
+        jobs[min(open_)].done.wait(timeout=0.02)
+        for i in sorted(open_):
+            job = jobs[i]
+            finished = job.done.is_set()
+            text = streamable_content(partial_text(tok, job))
+            if len(text) > sent[i]:
+                yield event(i, {"content": text[sent[i] :]})
+                sent[i] = len(text)
+            if not finished:
+                continue
+            open_.discard(i)
+            if job.error is not None:
+                yield f"data: {json.dumps(error_body(job.error, 'server_error'))}\n\n"
+                continue
+            choice, reason = _choice(job, i)
+            message = choice["message"]
+            for j, call in enumerate(message.get("tool_calls") or []):
+                yield event(i, {"tool_calls": [{"index": j, **call}]})
+            yield event(i, {}, reason)
+    yield "data: [DONE]\n\n"
