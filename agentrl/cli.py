@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentrl.config import Config
+from agentrl.serve.cli import serve_cmd
 
 app = typer.Typer(
     help="agentrl: train tool-using LLM agents with reinforcement learning (GRPO).",
@@ -317,44 +318,6 @@ def view(
 
 
 @app.command()
-def serve(
-    model: str = typer.Argument(
-        ...,
-        help="Run directory, saved model path, hub id or packaged model (agentrl/smollm2-135m).",
-    ),
-    host: str = typer.Option("127.0.0.1", help="Interface (default: loopback only)."),
-    port: int = typer.Option(8000, min=0, max=65535, help="Port."),
-    api_key: str = typer.Option(
-        None,
-        "--api-key",
-        envvar="AGENTRL_API_KEY",
-        help="Require 'Authorization: Bearer KEY' on /v1/ routes.",
-    ),
-    name: str = typer.Option(None, help="Model id clients send (default: the path's last part)."),
-    context: int = typer.Option(
-        None,
-        help="Tokens per request, prompt and reply (default 4096, at most the model's positions).",
-    ),
-    slots: int = typer.Option(8, min=1, help="Requests decoded together (the rest queue)."),
-) -> None:
-    """Serve MODEL behind an OpenAI-compatible API: POST /v1/chat/completions (tools, tool
-    calls, streaming, n, stop), GET /v1/models, GET /health. Concurrent requests decode
-    together in one continuously batched session. Ctrl-C stops it."""
-    from agentrl.serve.run import build_server
-    from agentrl.serve.run import serve as run_server
-
-    try:
-        server = build_server(model, name=name, context=context, slots=slots, api_key=api_key)
-    except (OSError, ValueError) as err:
-        _fail(str(err))
-    except ImportError as err:
-        _fail(f"agentrl serve needs fastapi and uvicorn: pip install 'agentrl[monitor]' ({err})")
-    served = server.state.model_name
-    console.print(f"agentrl serve: http://{host}:{port}/v1  (model {served}; Ctrl-C stops)")
-    run_server(server, host, port)
-
-
-@app.command()
 def envs() -> None:
     """List registered environments."""
     from agentrl.envs import list_envs
@@ -374,6 +337,7 @@ def _report(summary: dict) -> None:
 
 sandbox_app = typer.Typer(help="The code-interpreter sandbox (bubblewrap).", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
+app.command("serve")(serve_cmd)
 
 
 @sandbox_app.command("run")

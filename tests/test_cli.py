@@ -224,3 +224,8 @@ def test_eval_search_reports_its_cost_through_the_real_engine(tiny_dir, tmp_path
     bad = runner.invoke(app, ["eval", "reference", "--search", "2"])
     assert bad.exit_code == 2 and "--search and --depth need a model" in bad.output
     assert runner.invoke(app, ["eval", str(tiny_dir), "--search", "0"]).exit_code == 2
+
+
+def test_serve_names_a_missing_model():
+    result = runner.invoke(app, ["serve", "/no/such/model"])
+    assert result.exit_code == 2 and "/no/such/model" in result.output

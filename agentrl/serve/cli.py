@@ -1,0 +1,51 @@
+"""``agentrl serve`` (registered by ``agentrl.cli``)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+console = Console(stderr=True)
+
+
+def serve_cmd(
+    model: str = typer.Argument(
+        ...,
+        help="Run directory, saved model path, hub id or packaged model (agentrl/smollm2-135m).",
+    ),
+    host: str = typer.Option("127.0.0.1", help="Interface (default: loopback only)."),
+    port: int = typer.Option(8000, min=0, max=65535, help="Port."),
+    api_key: str = typer.Option(
+        None,
+        "--api-key",
+        envvar="AGENTRL_API_KEY",
+        help="Require 'Authorization: Bearer KEY' on /v1/ routes.",
+    ),
+    name: str = typer.Option(None, help="Model id clients send (default: the path's last part)."),
+    context: int = typer.Option(
+        None,
+        help="Tokens per request, prompt and reply (default 4096, at most the model's positions).",
+    ),
+    slots: int = typer.Option(8, min=1, help="Requests decoded together (the rest queue)."),
+) -> None:
+    """Serve MODEL behind an OpenAI-compatible API: POST /v1/chat/completions (tools, tool
+    calls, streaming, n, stop), GET /v1/models, GET /health. Concurrent requests decode
+    together in one continuously batched session. Ctrl-C stops it."""
+    from agentrl.serve.run import build_server
+    from agentrl.serve.run import serve as run_server
+
+    try:
+        server = build_server(model, name=name, context=context, slots=slots, api_key=api_key)
+    except (OSError, ValueError) as err:
+        fail(str(err))
+    except ImportError as err:
+        fail(f"agentrl serve needs fastapi and uvicorn: pip install 'agentrl[monitor]' ({err})")
+    served = server.state.model_name
+    console.print(f"agentrl serve: http://{host}:{port}/v1  (model {served}; Ctrl-C stops)")
+    run_server(server, host, port)
+
+
+def fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(2)
