@@ -110,11 +110,17 @@ def evaluate_model(
         from agentrl.planning import search_episodes
         from agentrl.planning.value import critic_scorer
 
+        from rich.console import Console
+        from rich.progress import Progress
+
         scorer = critic_scorer(model_or_run_dir, generator.model) if value == "critic" else None
-        trajs, cost = search_episodes(
-            generator, make_env, eval_specs(episodes, levels, seed0), k=search, depth=depth,
-            max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens, scorer=scorer,
-        )  # fmt: skip
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            task_bar = bar.add_task(f"tree search K={search} depth={depth}", total=episodes)
+            trajs, cost = search_episodes(
+                generator, make_env, eval_specs(episodes, levels, seed0), k=search, depth=depth,
+                max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens, scorer=scorer,
+                on_episode=lambda n, _total: bar.update(task_bar, completed=n),
+            )  # fmt: skip
         report = summarize(trajs)
         extra["search"] = {"k": search, "depth": depth, "value": value, **cost.as_dict()}
     else:
