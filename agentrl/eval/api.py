@@ -107,11 +107,11 @@ def evaluate_model(
     if value not in ("layers", "critic"):
         raise ValueError(f"--value must be 'layers' or 'critic', got {value!r}")
     if search > 1:
-        from agentrl.planning import search_episodes
-        from agentrl.planning.value import critic_scorer
-
         from rich.console import Console
         from rich.progress import Progress
+
+        from agentrl.planning import search_episodes
+        from agentrl.planning.value import critic_scorer
 
         scorer = critic_scorer(model_or_run_dir, generator.model) if value == "critic" else None
         with Progress(console=Console(stderr=True), transient=True) as bar:
