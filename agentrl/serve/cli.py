@@ -28,22 +28,32 @@ def serve_cmd(
         help="Tokens per request, prompt and reply (default 4096, at most the model's positions).",
     ),
     slots: int = typer.Option(8, min=1, help="Requests decoded together (the rest queue)."),
+    on_busy: str = typer.Option(
+        "wait",
+        "--on-busy",
+        help="Another server is loading the same model: wait for it, or fail at once.",
+    ),
 ) -> None:
     """Serve MODEL behind an OpenAI-compatible API: POST /v1/chat/completions (tools, tool
     calls, streaming, n, stop), GET /v1/models, GET /health. Concurrent requests decode
     together in one continuously batched session. Ctrl-C stops it."""
+    from agentrl.serve.lock import ServerBusy
     from agentrl.serve.run import build_server
     from agentrl.serve.run import serve as run_server
 
+    def log(message: str) -> None:
+        console.print(f"agentrl serve: {escape(message)}")
+
     try:
-        server = build_server(model, name=name, context=context, slots=slots, api_key=api_key)
-    except (OSError, ValueError) as err:
+        server = build_server(model, name=name, context=context, slots=slots, api_key=api_key,
+                              on_busy=on_busy, log=log)  # fmt: skip
+    except (OSError, ValueError, ServerBusy) as err:
         fail(str(err))
     except ImportError as err:
         fail(f"agentrl serve needs fastapi and uvicorn: pip install 'agentrl[monitor]' ({err})")
     served = server.state.model_name
     console.print(f"agentrl serve: http://{host}:{port}/v1  (model {served}; Ctrl-C stops)")
-    run_server(server, host, port)
+    run_server(server, host, port, log)
 
 
 def fail(message: str) -> None:

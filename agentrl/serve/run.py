@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from agentrl.serve.lock import init_lock, session_file
 
 DEFAULT_CONTEXT = 4096
 
@@ -16,19 +19,28 @@ def build_server(
     slots: int = 8,
     api_key: str | None = None,
     device: str = "cpu",
+    on_busy: str = "wait",
+    log: Callable[[str], None] = print,
 ) -> Any:
-    """The FastAPI app for a model path, hub id, packaged model or run directory."""
+    """The FastAPI app for a model path, hub id, packaged model or run directory, loaded
+    under the model's init lock (``agentrl.serve.lock``; ``on_busy``: wait or fail)."""
     from agentrl.eval.api import load_eval_engine
     from agentrl.serve.app import create_app
 
-    engine = load_eval_engine(model_or_run_dir, device)
+    with init_lock(model_or_run_dir, on_busy=on_busy, log=log) as key:
+        engine = load_eval_engine(model_or_run_dir, device)
     limit = int(getattr(engine.model.config, "max_position_embeddings", DEFAULT_CONTEXT))
     capacity = min(context or DEFAULT_CONTEXT, limit)
     served = name or Path(model_or_run_dir.rstrip("/")).name or model_or_run_dir
-    return create_app(engine, served, capacity=capacity, slots=slots, api_key=api_key)
+    app = create_app(engine, served, capacity=capacity, slots=slots, api_key=api_key)
+    app.state.model_key = key
+    return app
 
 
-def serve(app: Any, host: str, port: int) -> None:
+def serve(app: Any, host: str, port: int, log: Callable[[str], None] = print) -> None:
+    """Run ``app`` with uvicorn, with a session file while it serves."""
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    info = {"host": host, "port": port, "model": app.state.model_name}
+    with session_file(app.state.model_key, info, log):
+        uvicorn.run(app, host=host, port=port, log_level="info")
