@@ -130,6 +130,8 @@ def test_plan_execute_rollout_is_token_exact(tiny_policy):
         assert traj.token_ids[: len(gen.seen[k][0])] == gen.seen[k][0]
     assert set(traj.turn_of_token) == {-1, 0, 1, 2}
     assert [c["turn"] for c in traj.tool_calls] == [1]  # the call is the second turn
+    per_turn = traj.reward.per_turn  # one entry per assistant turn, the plan's first
+    assert len(per_turn) == 3 and "tool_choice" not in per_turn[0] and "tool_choice" in per_turn[1]
     report = summarize([traj])
     assert report["decomposition_accuracy"] == 1.0 and report["planned_rate"] == 1.0
 

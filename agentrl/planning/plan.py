@@ -13,7 +13,8 @@ in order (the tool, and each argument value the user's request gives: a city, a 
 values that only tool results reveal). It joins the episode's breakdown as the
 ``plan`` layer (weight ``reward.plan``), so the planner's tokens are paid for the episode's
 shaped reward plus their decomposition; the executor turns keep their per-turn process scores
-(``per_turn``: format, tool choice, arguments, repeats; one entry per executor turn).
+(``per_turn``: format, tool choice, arguments, repeats; one entry per assistant turn, the
+planner's included, so ``per_turn[i]`` is turn ``i`` in plots and the viewer).
 
 ``plan_text(expected_calls)`` is the reference planner: warm-start demonstrations played
 through the wrapper open with it.
@@ -159,7 +160,10 @@ class PlanExecute:
             note: Message = {"role": "user", "content": PLAN_NOTED.format(
                 n=len(steps), s="" if len(steps) == 1 else "s")}  # fmt: skip
             self.env.messages.extend([assistant_message(parsed, action_text), note])
-            info = {"turn": self._turns(), "tool_calls": [], "parse_errors": [], "plan": steps}
+            # scored as a turn (format, no calls), so per_turn[i] is assistant turn i
+            turn_reward = self.env.shaper.add_turn(parsed, [])
+            info = {"turn": self._turns(), "tool_calls": [], "parse_errors": [], "plan": steps,
+                    "turn_reward": turn_reward}  # fmt: skip
             return [note], 0.0, False, False, info
         self.planning = False
         obs, reward, terminated, truncated, info = self.env.step(action_text)
