@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentrl.config import Config
+from agentrl.export.cli import export_cmd
 from agentrl.serve.cli import serve_cmd
 
 app = typer.Typer(
@@ -338,6 +339,7 @@ def _report(summary: dict) -> None:
 sandbox_app = typer.Typer(help="The code-interpreter sandbox (bubblewrap).", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
 app.command("serve")(serve_cmd)
+app.command("export")(export_cmd)
 
 
 @sandbox_app.command("run")

@@ -77,7 +77,12 @@ def merged_parameters(peft_model: Any) -> dict[str, torch.Tensor]:
 
 def decode_dtype(mode: str, model: Any, device: str) -> torch.dtype | None:
     """``rollout.dtype`` resolved: None (decode the policy itself) or the dtype of a copy.
-    ``auto``: bf16 for an fp32 policy where bf16 matmuls are native."""
+    ``auto``: bf16 for an fp32 policy where bf16 matmuls are native. A quantized model
+    (``agentrl export --quantize``) always decodes itself."""
+    from agentrl.export.quantize import is_quantized
+
+    if is_quantized(model):
+        return None
     own = next(model.parameters()).dtype
     if mode == "auto":
         return torch.bfloat16 if own == torch.float32 and native_bf16(device) else None

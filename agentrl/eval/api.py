@@ -20,7 +20,14 @@ from agentrl.policy.loading import load_policy
 
 
 def resolve_model_path(model_or_run_dir: str) -> str:
-    """A run directory means its ``model/`` folder; anything else is a path or hub id."""
+    """A run directory means its ``model/`` folder; anything else is a path or hub id.
+    agentrl's own ids (``agentrl/tiny``, packaged models) are ids even where a folder of
+    that name exists (the package's own ``agentrl/tiny`` in a checkout)."""
+    from agentrl.policy.packaged import is_packaged
+    from agentrl.tiny.builder import TINY_MODEL_ID
+
+    if model_or_run_dir == TINY_MODEL_ID or is_packaged(model_or_run_dir):
+        return model_or_run_dir
     p = Path(model_or_run_dir)
     looks_like_path = (
         model_or_run_dir.startswith(("/", ".", "~")) or model_or_run_dir.count("/") > 1

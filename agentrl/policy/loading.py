@@ -12,6 +12,7 @@ them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "resolve_dtype",
     "resolve_model_dir",
     "save_policy",
+    "saved_quantization",
 ]
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -94,24 +96,51 @@ def load_policy(
     dtype: str = "auto",
     device: str = "cpu",
     chat_template: str = "auto",
+    trainable: bool = False,
 ) -> tuple[Any, Any]:
     """(model, tokenizer) for any ``model.name`` (see ``resolve_model_dir``); model in eval mode.
 
     ``chat_template``: ``auto`` (the tokenizer's own), ``qwen2.5`` or a Jinja file's path.
+    A quantized export (``agentrl export --quantize``) loads for decoding only: ``trainable``
+    makes it an error naming the directory; an int8 one decodes with PyTorch's dynamic int8
+    kernels on a CPU (``agentrl.export.quantize.fast_int8_linears``).
     """
     torch_dtype = resolve_dtype(dtype, device)
     path = resolve_model_dir(model_id_or_path)
+    quantized = saved_quantization(path)
+    if quantized and trainable:
+        raise ValueError(
+            f"model.name {model_id_or_path!r} is a quantized export ({quantized}): it serves "
+            "and evaluates but cannot train; train from the full-precision run or model"
+        )
     tokenizer = load_tokenizer(path)
     apply_chat_template(tokenizer, chat_template, model_id_or_path)
     check_tool_template(tokenizer, model_id_or_path)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
-    model.to(device)
+    if quantized:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype, device_map=device)
+        if str(device).startswith("cpu"):
+            from agentrl.export.quantize import fast_int8_linears
+
+            model = fast_int8_linears(model)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype)
+        model.to(device)
     model.eval()
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def saved_quantization(path: str | Path) -> str | None:
+    """The ``quant_method`` a saved model directory was quantized with (None: not quantized,
+    or not a local directory)."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return None
+    spec = json.loads(config.read_text()).get("quantization_config") or {}
+    return spec.get("quant_method") or None
 
 
 def save_policy(model: Any, tokenizer: Any, path: str | Path) -> Path:
