@@ -53,8 +53,9 @@ def _wait_healthy(port, proc, timeout=120.0):
 def _chat(port, model_name):
     body = json.dumps({"model": model_name, "max_tokens": 4, "temperature": 0,
                        "messages": [{"role": "user", "content": "Weather in Oslo?"}]})  # fmt: skip
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                 data=body.encode(), headers={"Content-Type": "application/json"})  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    headers = {"Content-Type": "application/json"}
+    req = urllib.request.Request(url, data=body.encode(), headers=headers)
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read())
 
