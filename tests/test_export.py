@@ -55,18 +55,48 @@ def test_start_weights_export_holds_the_rl_start_checkpoint(run_dir, tmp_path):
     assert torch.equal(model.state_dict()["model.norm.weight"], start["model.norm.weight"])
 
 
-def test_int8_export_is_smaller_close_and_decodes_on_int8_kernels(run_dir, tmp_path, tiny_policy):
+@pytest.mark.parametrize("native_bf16", ["1", "0"])
+def test_int8_export_is_smaller_and_close(run_dir, tmp_path, tiny_policy, native_bf16, monkeypatch):
+    from agentrl.export.quantize import Int8Linear
+
+    monkeypatch.setenv("AGENTRL_NATIVE_BF16", native_bf16)
     out = tmp_path / "int8"
     manifest = export_model(str(run_dir), out, quantize="int8")
     assert manifest["bytes"] < 0.5 * manifest["source_bytes"]
     spec = json.loads((out / "config.json").read_text())["quantization_config"]
     assert spec["quant_method"] == "torchao"  # a plain from_pretrained can load it
     model, _ = load_policy(str(out))
-    assert quantization_kind(model) == "int8-dynamic"
+    int8_layers = [m for m in model.modules() if isinstance(m, Int8Linear)]
+    if native_bf16 == "1":  # PyTorch's weight-only int8 kernel, the head included
+        assert quantization_kind(model) == "int8" and isinstance(model.lm_head, Int8Linear)
+        assert len(int8_layers) == 1 + 7 * len(model.model.layers)
+    else:  # dequantized once: fp32 weights on the int8 grid
+        assert not int8_layers and quantization_kind(model) == "none"
+        from transformers import AutoModelForCausalLM
+
+        raw = AutoModelForCausalLM.from_pretrained(out).model.layers[0].mlp.up_proj.weight
+        w = model.model.layers[0].mlp.up_proj.weight  # (out, in)
+        assert torch.equal(w, raw.dequantize()) and len(torch.unique(w[0])) <= 255
     ref, got = _logits(tiny_policy[0]), _logits(model)
     assert not torch.equal(ref, got)
     assert (ref - got).abs().max() < 0.05 * ref.abs().max()  # rounding, not a different model
     assert (ref.argmax(-1) == got.argmax(-1)).float().mean() >= 0.75
+
+
+def test_int8_linear_matches_its_dequantized_weights():
+    from agentrl.export.quantize import Int8Linear
+
+    torch.manual_seed(0)
+    dense = torch.nn.Linear(64, 48)
+    layer = Int8Linear.from_dense(dense.weight, dense.bias)
+    x = torch.randn(3, 5, 64)  # (B, T, in)
+    w = layer.qdata.float() * layer.scale.float()[:, None]  # (out, in)
+    expected = x.bfloat16().float() @ w.T + dense.bias
+    got = layer(x)
+    assert got.shape == (3, 5, 48) and got.dtype == torch.float32
+    assert torch.allclose(got, expected, atol=0.05, rtol=0.02)
+    # half a step of rounding, plus up to half a step from the scale's bf16 rounding
+    assert (w - dense.weight).abs().max() <= layer.scale.float().max()
 
 
 def test_a_quantized_export_refuses_training_and_a_second_export(run_dir, tmp_path):
@@ -78,8 +108,10 @@ def test_a_quantized_export_refuses_training_and_a_second_export(run_dir, tmp_pa
         export_model(str(out), tmp_path / "again", quantize="int8")
 
 
-def test_int8_export_decodes_through_the_engine_without_a_copy(run_dir, tmp_path):
+def test_int8_export_decodes_through_the_engine_without_a_copy(run_dir, tmp_path, monkeypatch):
     from agentrl.eval.api import load_eval_engine
+
+    monkeypatch.setenv("AGENTRL_NATIVE_BF16", "1")  # where the int8 kernel is used
 
     export_model(str(run_dir), tmp_path / "int8", quantize="int8")
     engine = load_eval_engine(str(tmp_path / "int8"), "cpu")

@@ -5,11 +5,10 @@ int8 weight-only scheme (per output channel, symmetric), ``nf4`` is bitsandbytes
 NormalFloat. Each saves its ``quantization_config`` into ``config.json``, so the directory
 loads with a plain ``from_pretrained`` wherever the library is installed.
 
-torchao's int8 weight-only kernel dequantizes on a CPU and decodes no faster than fp32, so
-``load_policy`` hands an int8 export's linear layers to PyTorch's dynamic int8 kernels
-(``fast_int8_linears``: the same int8 weights, the activations quantized per call), which use
-the CPU's integer dot products: SmolLM2-135M decodes 2.9x faster than fp32 with one row and
-3.2x with eight (``bench/export.py``).
+torchao's int8 tensors dequantize on every call on a CPU and decode no faster than fp32, so
+``load_policy`` moves an int8 export's linear layers onto PyTorch's weight-only int8 kernel
+(``fast_int8_linears``: the same int8 values and scales, bf16 activations) where bf16 is
+native; figures in ``bench/README.md`` (``bench/export.py``).
 
 The libraries are optional (``pip install 'agentrl[quant]'``) and imported only here.
 """
@@ -66,11 +65,11 @@ def quantization_config(kind: str) -> Any:
 
 
 def quantization_kind(model: Any) -> str:
-    """``int8``, ``nf4``, ``int8-dynamic`` (after ``fast_int8_linears``) or ``none``."""
+    """``int8``, ``nf4`` or ``none`` (an int8 export after ``fast_int8_linears`` is int8)."""
     for module in model.modules():
         name = type(module).__module__
-        if name.startswith("torch.ao.nn.quantized"):
-            return "int8-dynamic"
+        if isinstance(module, Int8Linear):
+            return "int8"
         if name.startswith("bitsandbytes"):
             return "nf4"
         weight = getattr(module, "weight", None)
@@ -84,30 +83,76 @@ def is_quantized(model: Any) -> bool:
     return quantization_kind(model) != "none"
 
 
+class Int8Linear(torch.nn.Module):
+    """A linear layer with int8 weights (per output channel, symmetric) that multiplies on
+    PyTorch's weight-only int8 CPU kernel: activations in bf16, no activation quantization."""
+
+    def __init__(self, qdata: torch.Tensor, scale: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        # (out, in) int8, copied: a tensor read from safetensors may sit unaligned in the
+        # file's mapping, and the kernel faults on such memory
+        self.register_buffer("qdata", qdata.detach().clone(memory_format=torch.contiguous_format))
+        self.register_buffer("scale", scale.reshape(-1).to(torch.bfloat16))  # (out,)
+        self.bias = None if bias is None else torch.nn.Parameter(bias.detach(), False)
+        self.in_features, self.out_features = qdata.shape[1], qdata.shape[0]
+
+    @classmethod
+    def from_dense(cls, weight: torch.Tensor, bias: torch.Tensor | None) -> Int8Linear:
+        """Quantize a dense (out, in) weight: scale = max |w| of the channel / 127."""
+        w = weight.detach().float()
+        scale = w.abs().amax(dim=1).clamp(min=1e-12) / 127.0  # (out,)
+        qdata = (w / scale[:, None]).round().clamp(-127, 127).to(torch.int8)
+        return cls(qdata, scale, bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (..., in) -> (..., out)
+        flat = x.reshape(-1, self.in_features).to(torch.bfloat16).contiguous()
+        y = torch._weight_int8pack_mm(flat, self.qdata, self.scale)
+        y = y.reshape(*x.shape[:-1], self.out_features).to(x.dtype)
+        return y if self.bias is None else y + self.bias
+
+
+def _int8_parts(weight: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(int8 values (out, in), scales (out,)) of a torchao int8 weight, else None."""
+    if not type(weight).__module__.startswith("torchao"):
+        return None
+    qdata, scale = getattr(weight, "qdata", None), getattr(weight, "scale", None)
+    if qdata is None or scale is None or qdata.dtype != torch.int8 or qdata.dim() != 2:
+        return None
+    if scale.numel() != qdata.shape[0]:  # not one scale per output channel
+        return None
+    return qdata, scale.reshape(-1)
+
+
 def fast_int8_linears(model: Any) -> Any:
-    """``model`` (an int8 export) with every linear layer on PyTorch's dynamic int8 kernels.
+    """``model`` (an int8 export) decoding on the CPU's fast int8 path, in place.
 
-    torchao's int8 values are dequantized and quantized again per output channel (symmetric),
-    so those weights stay on the grid they were exported on, up to a rescale of each channel;
-    a linear layer the export kept in full precision (a head tied to the embeddings) is
-    quantized the same way. A model without torchao weights is returned unchanged.
+    Where bf16 matmuls are native, every torchao int8 linear layer becomes an ``Int8Linear``
+    with the same int8 values and scales, and a head the export kept in full precision (tied
+    to the embeddings) is quantized the same way. Elsewhere the int8 weights are dequantized
+    once to fp32 (torchao would dequantize them on every call). A model without torchao
+    weights is returned unchanged.
+
+    Activations are not quantized: PyTorch's dynamic int8 linear layers (8-bit activations
+    per tensor) decoded as fast but took SmolLM2's weather success from 0.26 to 0.00.
     """
-    import warnings
+    from agentrl.machine import native_bf16
 
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    targets = []
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear) and type(module.weight).__module__.startswith(
-            "torchao"
-        ):
-            targets.append(module)
-    if not targets:
+    swaps = []
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if isinstance(child, torch.nn.Linear) and _int8_parts(child.weight) is not None:
+                swaps.append((parent, name, child))
+    if not swaps:
         return model
-    for module in targets:
-        dense = module.weight.dequantize().to(torch.float32)  # (out, in)
-        module.weight = torch.nn.Parameter(dense, requires_grad=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch.ao's notice that its eager API moves to torchao
-        return quantize_dynamic(model, {torch.nn.Linear: per_channel_dynamic_qconfig},
-                                inplace=True)  # fmt: skip
+    fast = native_bf16("cpu")
+    for parent, name, child in swaps:
+        qdata, scale = _int8_parts(child.weight)
+        if fast:
+            setattr(parent, name, Int8Linear(qdata, scale, child.bias))
+        else:
+            dense = qdata.float() * scale.float()[:, None]  # (out, in)
+            child.weight = torch.nn.Parameter(dense, requires_grad=False)
+    head = getattr(model, "lm_head", None)
+    if fast and isinstance(head, torch.nn.Linear):
+        model.lm_head = Int8Linear.from_dense(head.weight, head.bias)
+    return model
