@@ -150,3 +150,35 @@ def test_eval_curve_points_carry_the_planning_figures():
     plan_keys = ("decomposition_accuracy", "planned_rate")
     react = curve_point(3, 96, {k: v for k, v in summary.items() if k not in plan_keys})
     assert "decomposition_accuracy" not in react and "eval/planned_rate" not in eval_metrics(react)
+
+
+def test_call_decomposition_scores_the_calls_made_in_order():
+    from agentrl.eval.decomposition import call_decomposition, call_steps
+    from agentrl.eval.runner import eval_specs
+    from agentrl.types import RewardBreakdown, Trajectory
+
+    make_env = lambda: make("weather", max_turns=6)  # noqa: E731
+    specs = eval_specs(3, [2], 10_000)  # level 2: two cities to look up
+    instances = []
+    for spec in specs:
+        env = make_env()
+        env.reset(seed=spec.seed, options={"level": spec.level})
+        instances.append(env.instance)
+    assert all(len(i.expected_calls) == 2 for i in instances)
+
+    def traj(calls):
+        made = [{"name": c.name, "arguments": c.arguments} for c in calls]
+        return Trajectory("weather", 0, [], [], [], [], [], RewardBreakdown(), "failure",
+                          tool_calls=made)  # fmt: skip
+
+    first, second = instances[0].expected_calls, instances[1].expected_calls
+    trajs = [
+        traj(list(first)),  # both, in order: 1.0
+        traj([second[1], second[1]]),  # the second city twice, never the first: 0.5
+        traj([]),  # no call: 0.0
+    ]
+    got = call_decomposition(trajs, specs, make_env)
+    assert got == {"call_decomposition_accuracy": pytest.approx((1.0 + 0.5 + 0.0) / 3)}
+    assert call_steps([{"name": "get_weather", "arguments": {"city": "Paris"}}]) == [
+        'get_weather {"city": "Paris"}'
+    ]

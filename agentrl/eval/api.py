@@ -340,6 +340,10 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines = [
             f"success rate: {report['success_rate']:.3f}  by level: {report['success_by_level']}"
         ]
+        steps = [(k, report[k]) for k in ("call_decomposition_accuracy", "decomposition_accuracy",
+                                          "repeated_call_rate") if k in report]  # fmt: skip
+        if steps:
+            lines.append("  ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in steps))
         if "search" in report:
             c = report["search"]
             lines.append(f"tree search K={c['k']} depth={c['depth']}: {c['branches']} branches, "

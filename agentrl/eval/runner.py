@@ -66,7 +66,10 @@ def evaluate(
     max_total_tokens: int = 1024,
     batch_size: int = 64,
 ) -> tuple[dict[str, Any], list[Trajectory]]:
-    """Greedy evaluation on ``episodes`` fixed held-out seeds; returns (summary, trajectories)."""
+    """Greedy evaluation on ``episodes`` fixed held-out seeds; returns (summary, trajectories).
+    The summary adds ``call_decomposition_accuracy`` (``agentrl.eval.decomposition``)."""
+    from agentrl.eval.decomposition import call_decomposition
+
     specs = eval_specs(episodes, levels, seed0)
     trajs: list[Trajectory] = []
     for start in range(0, len(specs), batch_size):
@@ -78,4 +81,4 @@ def evaluate(
             max_new_tokens=max_new_tokens,
             max_total_tokens=max_total_tokens,
         )
-    return summarize(trajs), trajs
+    return {**summarize(trajs), **call_decomposition(trajs, specs, make_env)}, trajs
