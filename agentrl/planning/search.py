@@ -147,17 +147,31 @@ def _search_episode(generator, make_env, spec, k, depth, temperature, max_new, m
 def _best_candidate(generator, make_env, line, k, depth, temperature, max_new, max_total, cost,
                     scorer=None):  # fmt: skip
     """The greedy action and K-1 sampled ones from ``line``'s history, each played in a
-    restored branch and followed greedily ``depth - 1`` turns; the best by branch value.
+    restored branch and followed greedily ``depth - 1`` turns; the best by branch value."""
+    if k == 1:
+        (greedy,) = generator.generate([line.ids], max_new_tokens=max_new, greedy=True)
+        return greedy
+    candidates, branches = expand_turn(generator, make_env, line, k, depth, temperature,
+                                       max_new, max_total, cost, scorer)  # fmt: skip
+    values = [b.value for b in branches]
+    return candidates[values.index(max(values))]  # ties: the earliest, the greedy one first
+
+
+def expand_turn(generator, make_env, line, k, depth, temperature, max_new, max_total, cost,
+                scorer=None, greedy_first=True, top_p=1.0):  # fmt: skip
+    """K candidate actions from ``line``'s history (the greedy one first, or all K sampled),
+    each played in a branch restored from the episode's snapshot and followed greedily
+    ``depth - 1`` turns, every branch valued; returns (candidates, branches).
 
     Each generation is one batch over the branches of this turn, whose shared history the
     engine prefills once.
     """
-    (greedy,) = generator.generate([line.ids], max_new_tokens=max_new, greedy=True)
-    if k == 1:
-        return greedy
-    sampled = generator.generate([line.ids] * (k - 1), max_new_tokens=max_new,
-                                 temperature=temperature)  # fmt: skip
-    candidates = [greedy, *sampled]
+    candidates = []
+    if greedy_first:
+        candidates += generator.generate([line.ids], max_new_tokens=max_new, greedy=True)
+    n = k - len(candidates)
+    candidates += generator.generate([line.ids] * n, max_new_tokens=max_new,
+                                     temperature=temperature, top_p=top_p)  # fmt: skip
     snap = line.env.snapshot()
     branches = []
     for sample in candidates:
@@ -184,8 +198,7 @@ def _best_candidate(generator, make_env, line, k, depth, temperature, max_new, m
     else:  # still running: what it earned so far (no completion)
         for branch in running:
             _end(branch, "max_turns")
-    values = [b.value for b in branches]
-    return candidates[values.index(max(values))]  # ties: the earliest, the greedy one first
+    return candidates, branches
 
 
 def _trajectory(line: _Line, spec: EpisodeSpec, task_id: str) -> Trajectory:
