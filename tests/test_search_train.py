@@ -113,3 +113,38 @@ def test_search_rollout_on_the_real_engine_keeps_ids_exact(tiny_policy):
         assert s.token_ids[:n_hist] == episode.token_ids[:n_hist]
         assert all(lp <= 0.0 for lp in s.logprobs[n_hist:])
     assert cost.branch_tokens >= cost.episode_tokens > 0
+
+
+def test_a_training_step_with_search_trains_siblings_and_logs_episodes(tiny_dir, tmp_path,
+                                                                       monkeypatch):  # fmt: skip
+    from runhelpers import tiny_run_overrides
+
+    import agentrl.train.step as step_module
+    from agentrl.config import build_config
+    from agentrl.train import train
+
+    seen = []
+    real = step_module.compute_advantages
+
+    def spy(trajs, *args, **kwargs):
+        adv, valid = real(trajs, *args, **kwargs)
+        seen.append((list(trajs), adv))
+        return adv, valid
+
+    monkeypatch.setattr(step_module, "compute_advantages", spy)
+    run = tmp_path / "run"
+    cfg = build_config({}, [*tiny_run_overrides(tiny_dir, run), "train.steps=1",
+                            "rollout.search_k=2", "algo.minibatches=1"])  # fmt: skip
+    train(cfg, progress=False)
+    ((trajs, adv),) = seen
+    episodes = episodes_only(trajs)
+    siblings = [t for t in trajs if is_sibling(t)]
+    assert len(episodes) == 2 and len(siblings) == 2 * sum(e.info["turns"] for e in episodes)
+    assert len(adv) == len(trajs)
+    for group in {s.group_id for s in siblings}:  # each turn's pair is centred on its mean
+        pair = [a for t, a in zip(trajs, adv.tolist(), strict=True) if t.group_id == group]
+        assert len(pair) == 2 and sum(pair) == pytest.approx(0.0, abs=1e-5)
+    (m,) = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert m["rollout/episodes"] == 2 and m["rollout/search_siblings"] == len(siblings)
+    logged = (run / "trajectories.jsonl").read_text().splitlines()
+    assert len(logged) == 2  # episodes only

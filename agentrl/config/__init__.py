@@ -137,6 +137,17 @@ class RolloutConfig(Section):
     max_total_tokens: int = Field(
         1024, ge=32, description="Episode token limit (prompt + all turns); past it: 'length'."
     )
+    search_k: int = Field(
+        1,
+        ge=1,
+        description="Tree search in training rollouts: K candidate actions per turn, each played "
+        "in a branch from the env's snapshot; the best is kept and every candidate is also "
+        "trained against its siblings (a per-turn advantage; agentrl.planning.search_train). "
+        "1 = off.",
+    )
+    search_depth: int = Field(
+        1, ge=1, description="Turns each branch is played before it is valued (search_k > 1)."
+    )
 
 
 class TrainConfig(Section):

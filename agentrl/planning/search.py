@@ -53,6 +53,7 @@ class _Line:
     logprobs: list[float] = field(default_factory=list)
     turn_of_token: list[int] = field(default_factory=list)
     tool_calls: list[dict] = field(default_factory=list)
+    parse_errors: list[str] = field(default_factory=list)
     turn: int = 0
     ended: str | None = None
     value: float = 0.0
@@ -79,6 +80,7 @@ def _play(line: _Line, sample: Any, tok: Any, max_total: int) -> None:
         tok.decode(ids[:-1], skip_special_tokens=False)
     )
     line.tool_calls += [{**c, "turn": line.turn - 1} for c in info.get("tool_calls", [])]
+    line.parse_errors += info.get("parse_errors", [])
     if terminated or truncated:
         line.ended, line.value = info["termination"], info["reward"].total
         return
@@ -207,6 +209,6 @@ def _trajectory(line: _Line, spec: EpisodeSpec, task_id: str) -> Trajectory:
         token_ids=line.ids, loss_mask=line.mask, logprobs=line.logprobs,
         turn_of_token=line.turn_of_token, reward=line.env.finish(line.ended or "length"),
         termination=line.ended or "length", level=spec.level, tool_calls=line.tool_calls,
-        info={"turns": line.turn, "seed": spec.seed, "env_id": spec.env_id,
-              **episode_plans(line.env)},
+        info={"turns": line.turn, "parse_errors": line.parse_errors, "seed": spec.seed,
+              "env_id": spec.env_id, **episode_plans(line.env)},
     )  # fmt: skip

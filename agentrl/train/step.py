@@ -16,6 +16,7 @@ from agentrl.algos.kl import KLController
 from agentrl.algos.ppo import ppo_signals, ppo_update
 from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
+from agentrl.planning.search_train import episodes_only, search_rollout
 from agentrl.precision import autocast
 from agentrl.rollout import run_episodes
 from agentrl.train.build import RLModels
@@ -107,9 +108,7 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     s = settings_at(cfg, step, state.kl)
     set_lr(optimizer, s.lr)
     specs = state.sampler.next(ro.groups_per_step, step * ro.groups_per_step)
-    trajs = run_episodes(generator, make_env, specs, max_new_tokens=ro.max_new_tokens,
-                         max_total_tokens=ro.max_total_tokens, temperature=s.temperature,
-                         top_p=ro.top_p)  # fmt: skip
+    trajs, search = collect(generator, make_env, specs, ro, s.temperature)
     rollout_s = time.time() - t0
     valid = episode_validity(trajs, resolve_truncation(cfg))  # (N,)
     raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
@@ -126,14 +125,33 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
                                  kl_per_episode, state.rng, amp)  # fmt: skip
     stepped = stats.pop("stepped")
     state.kl.update(float(kl_per_episode[valid].mean()) if valid.any() else 0.0, len(trajs))
-    m = step_metrics(step, trajs, valid, stats, rollout_s, time.time() - t0)
+    episodes = episodes_only(trajs)  # search siblings are trained, not counted
+    m = step_metrics(step, episodes, valid[: len(episodes)], stats, rollout_s, time.time() - t0)
+    m.update(search)
     m.update(extra)
     m.update(extra_rollout)
     m.update({f"train/{k}": v for k, v in vars(s).items()})
     m["rollout/kl_per_episode"] = float(kl_per_episode.mean())
-    events = state.sampler.update(trajs)
+    events = state.sampler.update(episodes)
     m.update(state.sampler.metrics())
-    return StepResult(m, trajs, stepped, events)
+    return StepResult(m, episodes, stepped, events)
+
+
+def collect(generator, make_env, specs, ro, temperature: float) -> tuple[list[Trajectory], dict]:
+    """The step's trajectories: plain episodes, or with ``rollout.search_k`` > 1 episodes
+    played with tree search followed by their candidate siblings; and search metrics."""
+    if ro.search_k == 1:
+        trajs = run_episodes(generator, make_env, specs, max_new_tokens=ro.max_new_tokens,
+                             max_total_tokens=ro.max_total_tokens, temperature=temperature,
+                             top_p=ro.top_p)  # fmt: skip
+        return trajs, {}
+    trajs, cost = search_rollout(generator, make_env, specs, k=ro.search_k,
+                                 depth=ro.search_depth, temperature=temperature, top_p=ro.top_p,
+                                 max_new_tokens=ro.max_new_tokens,
+                                 max_total_tokens=ro.max_total_tokens)  # fmt: skip
+    return trajs, {"rollout/search_branches": cost.branches,
+                   "rollout/search_branch_tokens": cost.branch_tokens,
+                   "rollout/search_siblings": len(trajs) - len(specs)}  # fmt: skip
 
 
 def update_policy(
