@@ -3,6 +3,7 @@
 from agentrl.envs.registry import register
 from agentrl.envs.tasks.arith import ArithFamily
 from agentrl.envs.tasks.dynamic import DynamicToolsFamily, ToolPool, make_dynamic
+from agentrl.envs.tasks.ledger import LedgerFamily
 from agentrl.envs.tasks.library import LibraryFamily
 from agentrl.envs.tasks.mathgym import MathFamily
 from agentrl.envs.tasks.meeting import MeetingFamily
@@ -18,10 +19,14 @@ register("math", shaped_factory(MathFamily))  # needs reasoning-gym (the "tasks"
 register("library", shaped_factory(LibraryFamily), max_turns=8)
 register("dynamic", make_dynamic)
 register("arith_code", ArithFamily, max_turns=4)  # ToRL: run_python in the sandbox
+# Long horizon (12-31 turns at levels 1-3; 40 leaves room for retries and a plan turn).
+register("ledger", shaped_factory(LedgerFamily), max_turns=40)
+register("ledger_recall", shaped_factory(LedgerFamily, recall=True), max_turns=40)
 
 __all__ = [
     "ArithFamily",
     "DynamicToolsFamily",
+    "LedgerFamily",
     "LibraryFamily",
     "MathFamily",
     "MeetingFamily",
