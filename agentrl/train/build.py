@@ -118,8 +118,11 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
                           env_ids)  # fmt: skip
     console.print(f"warm start: SFT on {len(demos)} reference demonstrations")
     device = next(model.parameters()).device
+    # whole demonstrations: a shop or ledger episode runs past sft_train's default 1,024
+    # tokens, and a cut one never shows the final answer
+    max_len = max(1024, cfg.rollout.max_total_tokens)
     sft_train(model, tok, demos, epochs=t.warmstart_epochs, lr=t.warmstart_lr, seed=t.seed,
-              progress=progress, desc="warm start",
+              progress=progress, desc="warm start", max_len=max_len,
               amp_dtype=autocast_dtype(t.autocast, str(device)))  # fmt: skip
 
 
