@@ -205,6 +205,11 @@ class DecodeSession:
         seq = self.seqs.get(key)
         return list(seq.turn_ids) if seq is not None else []
 
+    def partial_logprobs(self, key: Hashable) -> list[float]:
+        """The log-probs of ``partial(key)`` (a turn cut short by its caller)."""
+        seq = self.seqs.get(key)
+        return list(seq.turn_logprobs) if seq is not None else []
+
     def _choose(self, rows: list[_Seq], logits: torch.Tensor) -> tuple[list[int], list[float]]:
         """Token ids and log-probs of ``rows``, each group of rows with the same sampling
         settings in one ``choose_tokens``."""

@@ -7,6 +7,12 @@ batched session (``Batcher``). Replies carry ``tool_calls`` parsed by agentrl's 
 (``finish_reason: "tool_calls"``) and token usage; ``stream: true`` sends server-sent events,
 content deltas then one tool-call delta per call, as the OpenAI API does. Every bad request is
 a 4xx with an OpenAI-style error body naming the field; a bad or missing API key is a 401.
+
+With a ``Recorder`` (``agentrl serve --record DIR``, and the trainer's own server for
+``agentrl train --agent``) requests carry a session (the ``X-Agentrl-Session`` header, else the
+``user`` field): a session's turns are built and recorded token-exactly
+(``agentrl.serve.record``), and ``POST /v1/agentrl/reward`` (``{"session", "reward",
+"success"?}``) stores the episode's reward.
 """
 
 from __future__ import annotations
@@ -34,15 +40,18 @@ from agentrl.serve.protocol import (
     sampling_of,
     to_chat_messages,
 )
+from agentrl.serve.record import SESSION_HEADER, Recorder, RewardError, parse_reward
 
 TOOL_TAG = "<tool_call>"
 DEFAULT_MAX_TOKENS = 512
 
 
 def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
-               api_key: str | None = None, session: Any = None) -> FastAPI:  # fmt: skip
+               api_key: str | None = None, session: Any = None,
+               recorder: Recorder | None = None) -> FastAPI:  # fmt: skip
     """The FastAPI app serving ``engine``'s model as ``model_name`` (``session``: a decode
-    session to use instead of the engine's own, e.g. a scripted one in tests)."""
+    session to use instead of the engine's own, e.g. a scripted one in tests; ``recorder``:
+    record sessions and take rewards, see the module docstring)."""
     batcher = Batcher(engine, capacity=capacity, slots=slots, session=session)
     tok = engine.tokenizer
 
@@ -55,6 +64,7 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
 
     app = FastAPI(title="agentrl serve", version="1", lifespan=lifespan)
     app.state.batcher, app.state.model_name = batcher, model_name
+    app.state.recorder = recorder
 
     @app.middleware("http")
     async def _auth(request: Request, call_next):
@@ -86,12 +96,30 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         card = {"id": model_name, "object": "model", "created": 0, "owned_by": "agentrl"}
         return {"object": "list", "data": [card]}
 
+    @app.post("/v1/agentrl/reward")
+    async def reward(request: Request) -> dict[str, Any]:
+        if recorder is None:
+            raise RequestError("recording is off: rewards need a server started with --record "
+                               "DIR", None, 404, "not_found_error")  # fmt: skip
+        try:
+            body = await request.json()
+        except ValueError as err:
+            raise RequestError(f"the body is not valid JSON: {err}", None) from err
+        try:
+            entry = recorder.reward(*parse_reward(body))
+        except RewardError as err:
+            kind = "not_found_error" if err.status == 404 else "invalid_request_error"
+            raise RequestError(str(err), err.param, err.status, kind) from err
+        return {"object": "agentrl.reward", **entry}
+
     @app.post("/v1/chat/completions")
-    def chat(req: ChatRequest):
+    def chat(req: ChatRequest, request: Request):
         if req.model != model_name:
             raise RequestError(f"model {req.model!r} is not served here; this server serves "
                                f"{model_name!r}", "model", 404, "not_found_error")  # fmt: skip
-        prompt = _prompt(tok, req)
+        messages, tools = _messages_and_tools(req)
+        session = request.headers.get(SESSION_HEADER) or req.user
+        prompt, continued = _encode(tok, messages, tools, recorder, session)
         budget = req.max_completion_tokens or req.max_tokens
         room = capacity - len(prompt)
         if room < 1:
@@ -104,39 +132,67 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
         seed = req.seed if req.seed is not None else random.getrandbits(31)
         max_new = budget or min(room, DEFAULT_MAX_TOKENS)
-        jobs = [batcher.submit(Job(prompt, max_new, sampling_of(req), seed + i, stop))
+        sampling = (recorder.sampling if recorder is not None and recorder.sampling
+                    else sampling_of(req))  # fmt: skip
+        jobs = [batcher.submit(Job(prompt, max_new, sampling, seed + i, stop))
                 for i in range(req.n)]  # fmt: skip
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+
+        def record() -> None:
+            if recorder is not None:
+                outs = [(j.sample, j.text, _reply(j), _finish_reason(j))
+                        for j in jobs if j.error is None and j.sample]  # fmt: skip
+                recorder.record(session, rid, messages, tools, prompt, continued, outs)
+
         if req.stream:
-            events = _stream(tok, jobs, rid, created, model_name)
+            events = _stream(tok, jobs, rid, created, model_name, record)
             return StreamingResponse(events, media_type="text/event-stream")
         for job in jobs:
             job.done.wait()
+        record()
         return _completion(jobs, rid, created, model_name, len(prompt))
 
     return app
 
 
-def _prompt(tok: Any, req: ChatRequest) -> list[int]:
-    """The request's prompt ids through the chat template (tools unless tool_choice none)."""
+def _messages_and_tools(req: ChatRequest) -> tuple[list[dict[str, Any]], Any]:
+    """The request's chat messages and the tools to render (none with tool_choice none)."""
     choice = req.tool_choice
     if choice not in (None, "auto", "none"):
         raise RequestError("tool_choice must be 'auto' or 'none' (agentrl does not force a "
                            f"call), got {choice!r}", "tool_choice")  # fmt: skip
     tools = None if choice == "none" or not req.tools else req.tools
-    messages = to_chat_messages(req.messages)
+    return to_chat_messages(req.messages), tools
+
+
+def _encode(tok: Any, messages: list[dict[str, Any]], tools: Any, recorder: Recorder | None,
+            session: str | None) -> tuple[list[int], bool]:  # fmt: skip
+    """The prompt ids through the chat template, or the session's continuation with a
+    recorder; and whether they continue the session's last turn."""
     try:
-        return encode_prompt(tok, messages, tools)
+        if recorder is not None:
+            return recorder.prompt(session, messages, tools)
+        return encode_prompt(tok, messages, tools), False
     except Exception as err:  # noqa: BLE001 - a template error is the request's fault
         raise RequestError(f"the chat template cannot render these messages: {err}",
                            "messages") from err  # fmt: skip
 
 
+def _reply(job: Job) -> dict[str, Any]:
+    """A job's reply as a client sends it back, in chat format (what a session extends)."""
+    return to_chat_messages([choice_message(job.text)[0]])[0]
+
+
+def _finish_reason(job: Job) -> str:
+    has_calls = choice_message(job.text)[1]
+    return "tool_calls" if has_calls and job.finish_reason == "stop" else job.finish_reason
+
+
 def _choice(job: Job, index: int) -> tuple[dict[str, Any], str]:
     if job.error is not None:
         raise RequestError(job.error, None, 503, "server_error")
-    message, has_calls = choice_message(job.text)
-    reason = "tool_calls" if has_calls and job.finish_reason == "stop" else job.finish_reason
+    message = choice_message(job.text)[0]
+    reason = _finish_reason(job)
     return {"index": index, "message": message, "finish_reason": reason}, reason
 
 
@@ -161,7 +217,10 @@ def streamable_content(text: str) -> str:
     return text.rstrip("\ufffd")  # half of a multi-byte character
 
 
-def _stream(tok: Any, jobs: list[Job], rid: str, created: int, model: str) -> Iterator[str]:
+def _stream(tok: Any, jobs: list[Job], rid: str, created: int, model: str,
+            on_done: Any = None) -> Iterator[str]:  # fmt: skip
+    """Server-sent events of ``jobs``; ``on_done()`` runs before the final ``[DONE]``."""
+
     def event(index: int, delta: dict[str, Any], reason: str | None = None) -> str:
         chunk = {"id": rid, "object": "chat.completion.chunk", "created": created,
                  "model": model, "choices": [{"index": index, "delta": delta,
@@ -191,4 +250,6 @@ def _stream(tok: Any, jobs: list[Job], rid: str, created: int, model: str) -> It
             for j, call in enumerate(message.get("tool_calls") or []):
                 yield event(i, {"tool_calls": [{"index": j, **call}]})
             yield event(i, {}, reason)
+    if on_done is not None:
+        on_done()
     yield "data: [DONE]\n\n"

@@ -5,7 +5,8 @@ thread) ``submit`` a prompt and get a ``Job``; the loop adds it to the session (
 slot as soon as one is free), steps every live sequence one token per forward, and finishes
 the job when its turn ends (a stop token, its token budget, or one of its stop strings).
 Streaming handlers read ``job.partial_text()`` as it grows. A failing forward fails the jobs
-in it with the error, not the server.
+in it with the error, not the server. ``use_model`` swaps the decoding model between jobs (a
+trainer serving the policy it updates).
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class Batcher:
                                                 engine.pad_id, slots=slots,
                                                 capacity=capacity)  # fmt: skip
         self.capacity, self.slots = capacity, slots
+        self.engine = engine
+        self._lock = threading.Lock()  # held by the loop while it touches the session
+        self._held: list[Job] = []  # a job taken from the inbox while waiting, not yet added
         self.inbox: queue.Queue[Job] = queue.Queue()
         self.live: dict[int, Job] = {}
         self.keys = itertools.count()
@@ -63,6 +67,18 @@ class Batcher:
         self.inbox.put(job)
         return job
 
+    def use_model(self, model: Any) -> None:
+        """Decode with ``model`` from now on: a new ``DecodeSession`` when it is not the
+        module the session decodes already (updated in place: nothing to do). Only between
+        jobs: a live job would mix two models' tokens."""
+        with self._lock:
+            if getattr(self.session, "model", model) is model:
+                return
+            if self.live or self._held or not self.inbox.empty():
+                raise RuntimeError("use_model: jobs are running; swap models between jobs")
+            self.session = DecodeSession(model, self.engine.stop_ids, self.engine.pad_id,
+                                         slots=self.slots, capacity=self.capacity)  # fmt: skip
+
     def close(self) -> None:
         self._stop.set()
         self.thread.join(timeout=10)
@@ -70,22 +86,34 @@ class Batcher:
     # -- the loop ------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._admit(block=not self.session.busy)
-            if not self.session.busy:
-                continue
-            try:
-                ended = self.session.step()
-            except Exception as err:  # noqa: BLE001 - fail the jobs, keep serving
-                self._fail_all(f"decoding failed: {type(err).__name__}: {err}")
-                continue
-            self.stats["steps"] += 1
-            for key, sample in ended:
-                self._finish(self.live[key], sample)
-            self._check_stop_strings()
+            if not self.session.busy and not self._held and self.inbox.empty():
+                self._wait_for_job()
+            with self._lock:
+                self._iterate()
 
-    def _admit(self, block: bool) -> None:
+    def _wait_for_job(self) -> None:
         try:
-            job = self.inbox.get(timeout=0.05) if block else self.inbox.get_nowait()
+            self._held.append(self.inbox.get(timeout=0.05))  # admitted under the lock
+        except queue.Empty:
+            return
+
+    def _iterate(self) -> None:
+        self._admit()
+        if not self.session.busy:
+            return
+        try:
+            ended = self.session.step()
+        except Exception as err:  # noqa: BLE001 - fail the jobs, keep serving
+            self._fail_all(f"decoding failed: {type(err).__name__}: {err}")
+            return
+        self.stats["steps"] += 1
+        for key, sample in ended:
+            self._finish(self.live[key], sample)
+        self._check_stop_strings()
+
+    def _admit(self) -> None:
+        try:
+            job = self._held.pop() if self._held else self.inbox.get_nowait()
         except queue.Empty:
             return
         while True:
@@ -116,8 +144,9 @@ class Batcher:
             text = self.tokenizer.decode(job.partial, skip_special_tokens=False)
             hits = [text.find(s) for s in job.stop if s in text]
             if hits:
-                n = len(job.partial)
-                self._finish(job, Sample(job.partial, [0.0] * n, False), cut=min(hits))
+                lps = getattr(self.session, "partial_logprobs", None)
+                lps = lps(job.key) if lps is not None else [0.0] * len(job.partial)
+                self._finish(job, Sample(job.partial, lps, False), cut=min(hits))
 
     def _fail_all(self, message: str) -> None:
         for job in list(self.live.values()):

@@ -33,10 +33,18 @@ def serve_cmd(
         "--on-busy",
         help="Another server is loading the same model: wait for it, or fail at once.",
     ),
+    record: str = typer.Option(
+        None,
+        "--record",
+        help="Record every completion token-exactly (prompt ids, sampled ids, log-probs, loss "
+        "mask) to DIR/records.jsonl, grouped by session (X-Agentrl-Session header or 'user'); "
+        "POST /v1/agentrl/reward stores each session's reward in DIR/rewards.jsonl.",
+    ),
 ) -> None:
     """Serve MODEL behind an OpenAI-compatible API: POST /v1/chat/completions (tools, tool
     calls, streaming, n, stop), GET /v1/models, GET /health. Concurrent requests decode
-    together in one continuously batched session. Ctrl-C stops it."""
+    together in one continuously batched session. With --record DIR, sessions are recorded
+    for training and POST /v1/agentrl/reward takes their rewards. Ctrl-C stops it."""
     from agentrl.serve.lock import ServerBusy
     from agentrl.serve.run import build_server
     from agentrl.serve.run import serve as run_server
@@ -46,7 +54,7 @@ def serve_cmd(
 
     try:
         server = build_server(model, name=name, context=context, slots=slots, api_key=api_key,
-                              on_busy=on_busy, log=log)  # fmt: skip
+                              on_busy=on_busy, record=record, log=log)  # fmt: skip
     except (OSError, ValueError, ServerBusy) as err:
         fail(str(err))
     except ImportError as err:

@@ -20,19 +20,25 @@ def build_server(
     api_key: str | None = None,
     device: str = "cpu",
     on_busy: str = "wait",
+    record: str | Path | None = None,
     log: Callable[[str], None] = print,
 ) -> Any:
     """The FastAPI app for a model path, hub id, packaged model or run directory, loaded
-    under the model's init lock (``agentrl.serve.lock``; ``on_busy``: wait or fail)."""
+    under the model's init lock (``agentrl.serve.lock``; ``on_busy``: wait or fail).
+    ``record``: a directory for token-exact session records and rewards
+    (``agentrl.serve.record``)."""
     from agentrl.eval.api import load_eval_engine
     from agentrl.serve.app import create_app
+    from agentrl.serve.record import Recorder
 
     with init_lock(model_or_run_dir, on_busy=on_busy, log=log) as key:
         engine = load_eval_engine(model_or_run_dir, device)
     limit = int(getattr(engine.model.config, "max_position_embeddings", DEFAULT_CONTEXT))
     capacity = min(context or DEFAULT_CONTEXT, limit)
     served = name or Path(model_or_run_dir.rstrip("/")).name or model_or_run_dir
-    app = create_app(engine, served, capacity=capacity, slots=slots, api_key=api_key)
+    recorder = Recorder(engine.tokenizer, record) if record is not None else None
+    app = create_app(engine, served, capacity=capacity, slots=slots, api_key=api_key,
+                     recorder=recorder)  # fmt: skip
     app.state.model_key = key
     return app
 
