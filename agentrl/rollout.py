@@ -5,6 +5,10 @@ ends steps its environment while the others keep decoding, then its next turn st
 environment's reply alone (its KV cache is kept). Sampled ids are appended with loss mask 1
 and their log-probs; the environment's reply is rendered through the chat template as a
 *delta* and appended with mask 0 (DESIGN contract 1: history is never re-tokenized).
+
+With hierarchical memory (``memory=``, ``agentrl.memory``) an episode whose verbatim window
+is full gets a rewritten prompt: its context so far is closed as a token-exact ``Segment``
+and the episode goes on in a new context (a fresh KV cache) from the memory's view.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from agentrl.chat.render import encode_delta, encode_prompt
+from agentrl.chat.render import encode_delta, encode_prompt, tokenize
+from agentrl.config.memory import MemoryConfig
 from agentrl.engine.decoder import draw_seeds
 from agentrl.engine.turns import open_session
-from agentrl.types import RewardBreakdown, Trajectory
+from agentrl.memory.episode import EpisodeMemory
+from agentrl.types import Message, RewardBreakdown, Segment, Trajectory
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,31 @@ class _Live:
     turn: int = 0
     tool_calls: list[dict] = field(default_factory=list)
     parse_errors: list[str] = field(default_factory=list)
+    memory: EpisodeMemory | None = None
+    segments: list[Segment] = field(default_factory=list)  # closed contexts (memory only)
+    view: list[Message] = field(default_factory=list)  # messages the context started from
+    view_end: int = 0  # len(env.messages) when the context started
+    seed: int = 0
+
+    def segment(self, end: int | None = None) -> Segment:
+        """The current context as a segment (its turns: ``env.messages[view_end:end]``)."""
+        turns = self.env.messages[self.view_end : end]
+        return Segment(self.ids, self.mask, self.logprobs, self.turn_of_token,
+                       [*self.view, *turns])  # fmt: skip
+
+    def restart(self, view: list[Message], prompt: list[int]) -> None:
+        """Close the current context (its turns end before the latest observation) and
+        start a new one from ``view``, whose ids are ``prompt``."""
+        self.segments.append(self.segment(self.last_assistant_end()))
+        self.ids, self.mask, self.logprobs, self.turn_of_token = [], [], [], []
+        self.view, self.view_end = view, len(self.env.messages)
+        self.append(prompt, None, -1)
+
+    def last_assistant_end(self) -> int:
+        """Index just past the last assistant message of ``env.messages``."""
+        msgs = self.env.messages
+        return next(i + 1 for i in range(len(msgs) - 1, -1, -1)
+                    if msgs[i].get("role") == "assistant")  # fmt: skip
 
     def append(self, ids: list[int], logprobs: list[float] | None, turn: int) -> None:
         self.ids.extend(ids)
@@ -57,6 +88,7 @@ class _Live:
 
 
 def _finish(live: _Live, termination: str, reward: RewardBreakdown) -> Trajectory:
+    segments = [*live.segments, live.segment()] if live.segments else []
     return Trajectory(
         task_id=live.task_id,
         group_id=live.spec.group_id,
@@ -76,6 +108,7 @@ def _finish(live: _Live, termination: str, reward: RewardBreakdown) -> Trajector
             "env_id": live.spec.env_id,
             **episode_plans(live.env),
         },
+        segments=segments,
     )
 
 
@@ -131,11 +164,15 @@ def run_episodes(
     top_p: float = 1.0,
     greedy: bool = False,
     on_turn: Callable[[int, int], None] | None = None,
+    memory: MemoryConfig | None = None,
 ) -> list[Trajectory]:
     """Play one episode per spec to the end; returns trajectories in spec order.
 
     ``generator``: an ``agentrl.engine.Engine`` (each episode keeps its KV cache across turns,
     finished episodes' rows are refilled) or anything with a batch ``generate``.
+    ``memory``: ``rollout.memory``; when enabled, long episodes are played in segments
+    (``Trajectory.segments``) with hierarchical memory, and ``max_total_tokens`` limits each
+    context rather than the whole episode.
     """
     tok = generator.tokenizer
     live: list[_Live] = []
@@ -145,6 +182,9 @@ def run_episodes(
         prompt = encode_prompt(tok, messages, env.tool_schemas)
         live.append(_Live(env, spec, str(info.get("task_id", spec.seed)), [], [], [], []))
         live[-1].append(prompt, None, -1)
+        if memory is not None and memory.enabled:
+            live[-1].memory = EpisodeMemory(memory, lambda text: len(tokenize(tok, text)))
+            live[-1].view, live[-1].view_end = [dict(m) for m in messages], len(env.messages)
     sess = open_session(generator, len(live), max_total_tokens, temperature=temperature,
                         top_p=top_p, greedy=greedy)  # fmt: skip
     done: dict[int, Trajectory] = {}
@@ -161,6 +201,7 @@ def run_episodes(
     if shared:
         sess.set_prefix(live[starting[0]].ids[:shared])
     for i, seed in zip(starting, draw_seeds(len(starting)), strict=True):
+        live[i].seed = seed
         sess.add(i, live[i].ids, _budget(live[i], max_new_tokens, max_total_tokens), seed)
     for i in set(range(len(live))) - set(starting):  # the prompt alone is over the limit
         finish(i, "length")
@@ -194,6 +235,9 @@ def _after_step(ep: _Live, i: int, step: tuple, sess, finish, tok, max_new: int,
     if terminated or truncated:
         finish(i, info["termination"], info["reward"])
         return
+    if ep.memory is not None and ep.memory.needs_rewrite(ep.turn):
+        _rewrite(ep, i, sess, finish, tok, max_new, max_total)
+        return
     history = ep.env.messages[: len(ep.env.messages) - len(obs)]
     delta = encode_delta(tok, history, obs, ep.env.tool_schemas)
     if len(ep.ids) + len(delta) >= max_total:
@@ -201,6 +245,18 @@ def _after_step(ep: _Live, i: int, step: tuple, sess, finish, tok, max_new: int,
         return
     ep.append(delta, None, -1)
     sess.extend(i, delta, _budget(ep, max_new, max_total))
+
+
+def _rewrite(ep: _Live, i: int, sess, finish, tok, max_new: int, max_total: int) -> None:
+    """Memory's view of the episode becomes the prompt of a new context (a new segment)."""
+    view = ep.memory.view(ep.env.messages)
+    prompt = encode_prompt(tok, view, ep.env.tool_schemas)
+    if len(prompt) >= max_total:
+        finish(i, "length")
+        return
+    ep.restart(view, prompt)
+    sess.release(i)
+    sess.add(i, ep.ids, _budget(ep, max_new, max_total), ep.seed + 7919 * len(ep.segments))
 
 
 def _budget(ep: _Live, max_new: int, max_total: int) -> int:

@@ -111,6 +111,25 @@ class RewardBreakdown:
 
 
 @dataclass
+class Segment:
+    """One context of an episode played with hierarchical memory (``agentrl.memory``).
+
+    Memory rewrites the prompt, so such an episode is played in several contexts; each is
+    stored token-exact like a whole episode: ``token_ids`` are what the policy saw and
+    produced in that context (its prompt, then sampled ids and environment deltas),
+    ``loss_mask``, ``logprobs`` and ``turn_of_token`` as in ``Trajectory``. ``messages``: the
+    messages whose chat-template rendering ``token_ids`` are (the memory view, then the
+    turns played in this context).
+    """
+
+    token_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float]
+    turn_of_token: list[int]
+    messages: list[Message] = field(default_factory=list)
+
+
+@dataclass
 class Trajectory:
     """One finished episode, token-exact (DESIGN contract 1).
 
@@ -118,6 +137,11 @@ class Trajectory:
     token ``i`` was sampled from the policy; ``logprobs[i]`` is its rollout-time log-probability
     (0.0 where the mask is 0). ``turn_of_token[i]`` is the assistant-turn index a sampled token
     belongs to (-1 for prompt, tool and environment tokens).
+
+    ``segments``: with hierarchical memory, every context the episode was played in, in order
+    (the last one's ids are ``token_ids`` etc.); empty when the whole episode is one context.
+    Training reads ``contexts()`` and gives every segment the episode's advantage
+    (``agentrl.algos.segments``).
     """
 
     task_id: str
@@ -132,6 +156,14 @@ class Trajectory:
     level: int = 1
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # name, arguments, result, ok
     info: dict[str, Any] = field(default_factory=dict)
+    segments: list[Segment] = field(default_factory=list)
+
+    def contexts(self) -> list[Segment]:
+        """The episode's token-exact contexts: its segments, or itself as the only one."""
+        if self.segments:
+            return list(self.segments)
+        own = Segment(self.token_ids, self.loss_mask, self.logprobs, self.turn_of_token)
+        return [own]
 
     @property
     def success(self) -> bool:
@@ -144,10 +176,12 @@ class Trajectory:
 
     @property
     def num_policy_tokens(self) -> int:
-        return int(sum(self.loss_mask))
+        """Sampled tokens of the whole episode (every segment's)."""
+        return int(sum(sum(c.loss_mask) for c in self.contexts()))
 
     def to_record(self) -> dict[str, Any]:
         """The JSON line written to ``trajectories.jsonl``."""
+        segments = {"num_segments": len(self.segments)} if self.segments else {}
         return {
             "task_id": self.task_id,
             "group_id": self.group_id,
@@ -160,4 +194,5 @@ class Trajectory:
             "num_tokens": len(self.token_ids),
             "num_policy_tokens": self.num_policy_tokens,
             "info": self.info,
+            **segments,
         }

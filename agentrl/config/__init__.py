@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from agentrl.config.algo import AlgoConfig, GRPOConfig, KLConfig, PPOConfig, ScheduleConfig
 from agentrl.config.base import Section
+from agentrl.config.memory import MemoryConfig
 from agentrl.config.monitor import AlertRule, MonitorConfig
 from agentrl.tools.settings import ToolsConfig
 
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "GRPOConfig",
     "KLConfig",
+    "MemoryConfig",
     "MonitorConfig",
     "PPOConfig",
     "ScheduleConfig",
@@ -148,6 +150,19 @@ class RolloutConfig(Section):
     search_depth: int = Field(
         1, ge=1, description="Turns each branch is played before it is valued (search_k > 1)."
     )
+    memory: MemoryConfig = Field(
+        default_factory=MemoryConfig,
+        description="Hierarchical episode memory (hot / warm / cold turns); agentrl.memory.",
+    )
+
+    @model_validator(mode="after")
+    def _check_memory(self) -> RolloutConfig:
+        if self.memory.enabled and self.search_k > 1:
+            raise ValueError(
+                "rollout.memory.enabled=true plays episodes with run_episodes; tree search "
+                "(rollout.search_k > 1) does not use memory: set search_k=1 or memory off"
+            )
+        return self
 
 
 class TrainConfig(Section):

@@ -1,0 +1,170 @@
+"""Episodes played with hierarchical memory: every segment is token-exact (DESIGN contract
+1 per segment), with a scripted policy and with the tiny model on the engine."""
+
+import copy
+import json
+
+import torch
+
+from agentrl.algos.forward import forward_logprobs
+from agentrl.algos.segments import segment_batch
+from agentrl.chat.render import encode_prompt, render_text, stop_token_ids, tokenize
+from agentrl.config.memory import MemoryConfig
+from agentrl.engine.decoder import Engine
+from agentrl.envs import make
+from agentrl.envs.tasks.weather import CITIES
+from agentrl.policy.generate import Sample
+from agentrl.rollout import EpisodeSpec, run_episodes
+from agentrl.types import RewardBreakdown
+
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "%s"}}\n</tool_call>'
+
+
+class LongScript:
+    """``calls`` get_weather turns over CITIES, then an answer; records every prompt."""
+
+    def __init__(self, tokenizer, calls: int):
+        self.tokenizer, self.calls = tokenizer, calls
+        self.stop = stop_token_ids(tokenizer)[0]
+        self.seen: list[list[int]] = []
+        self.produced: list[list[int]] = []
+
+    def generate(self, prompts, **kwargs):
+        turn = len(self.seen)
+        text = CALL % CITIES[turn] if turn < self.calls else "Done."
+        ids = tokenize(self.tokenizer, text) + [self.stop]
+        self.seen.append(copy.deepcopy(prompts[0]))
+        self.produced.append(ids)
+        return [Sample(list(ids), [-0.25] * len(ids), True) for _ in prompts]
+
+
+def play(tok, memory, calls=12):
+    gen = LongScript(tok, calls)
+    env_fn = lambda: make("weather", fault_rate=0.0, max_turns=40)  # noqa: E731
+    traj = run_episodes(gen, env_fn, [EpisodeSpec(seed=3, level=1)], max_total_tokens=4096,
+                        memory=memory)[0]  # fmt: skip
+    return gen, traj
+
+
+def test_scripted_long_episode_segments_are_token_exact(tiny_policy):
+    _, tok = tiny_policy
+    gen, traj = play(tok, MemoryConfig(enabled=True, hot_turns=3, warm_turns=4, cold_top_k=1))
+    assert traj.info["turns"] == 13 and traj.termination == "failure"
+    segs = traj.contexts()
+    assert len(segs) == 10  # turns 0-3 in one context, then a rewrite before each turn 4-12
+    assert traj.token_ids == segs[-1].token_ids and traj.to_record()["num_segments"] == 10
+    env = make("weather", fault_rate=0.0, max_turns=40)
+    tools = env.tool_schemas
+    turn = 0
+    for k, seg in enumerate(segs):
+        # the ids decode to the chat template's rendering of the segment's messages
+        text = render_text(tok, seg.messages, tools)
+        assert tok.decode(seg.token_ids, skip_special_tokens=False) == text.rstrip("\n")
+        prompt_end = seg.loss_mask.index(1)
+        if k > 0:  # a rewritten context starts from the memory's view, encoded whole
+            assert seg.token_ids[:prompt_end] == encode_prompt(tok, seg.messages[:-1], tools)
+            assert seg.messages[2]["content"].startswith("[memory]")
+        # every prompt the policy saw in this context is a prefix of its ids, and the ids it
+        # produced follow with mask 1 and their log-probs
+        for t in sorted(set(x for x in seg.turn_of_token if x >= 0)):
+            seen, produced = gen.seen[t], gen.produced[t]
+            assert t == turn
+            turn += 1
+            assert seg.token_ids[: len(seen)] == seen
+            span = slice(len(seen), len(seen) + len(produced))
+            assert seg.token_ids[span] == produced and seg.loss_mask[span] == [1] * len(produced)
+            assert seg.logprobs[span] == [-0.25] * len(produced)
+    assert turn == 13  # every turn the policy played is in exactly one segment
+    # the prompt stays flat: the last turns' prompts are within 1.2x of the 5th turn's
+    lengths = [len(s) for s in gen.seen]
+    assert max(lengths[4:]) <= 1.2 * lengths[4]
+    assert lengths[-1] < 0.7 * len(play(tok, None)[0].seen[-1])  # full history: far longer
+    # warm records in the last prompt carry the key values of their turns
+    note = segs[-1].messages[2]["content"]
+    for call in traj.tool_calls[5:9]:  # turns 5-8 are warm at the last turn (hot: 9-11)
+        temp = json.loads(call["content"])["temperature_c"]
+        assert f"t{call['turn']} get_weather(city={call['arguments']['city']}) ok: " \
+               f"temperature_c={temp}" in note  # fmt: skip
+
+
+def test_memory_off_is_the_plain_rollout(tiny_policy):
+    _, tok = tiny_policy
+    _, plain = play(tok, None, calls=6)
+    _, off = play(tok, MemoryConfig(enabled=False), calls=6)
+    assert off.segments == [] and plain.segments == []
+    assert off.token_ids == plain.token_ids and off.loss_mask == plain.loss_mask
+    assert off.to_record() == plain.to_record() and "num_segments" not in off.to_record()
+
+
+class CountEnv:
+    """Every turn answers with a counter, whatever the model says; ends at max_turns."""
+
+    tool_schemas = [{"type": "function", "function": {
+        "name": "count", "description": "Count.", "parameters": {"type": "object",
+                                                                 "properties": {}}}}]  # fmt: skip
+    max_turns = 5
+
+    def reset(self, seed=None, options=None):
+        self.messages = [{"role": "system", "content": "Count."},
+                         {"role": "user", "content": "Count to five."}]  # fmt: skip
+        self.turn = 0
+        return [dict(m) for m in self.messages], {"task_id": f"count-{seed}"}
+
+    def step(self, text):
+        self.turn += 1
+        obs = [{"role": "tool", "name": "count", "content": json.dumps({"n": self.turn})}]
+        self.messages += [{"role": "assistant", "content": text}, *obs]
+        info = {"turn": self.turn, "tool_calls": [], "parse_errors": []}
+        if self.turn >= self.max_turns:
+            info.update(termination="max_turns", reward=self.finish("max_turns"))
+            return obs, 0.0, False, True, info
+        return obs, 0.0, False, False, info
+
+    def finish(self, reason):
+        return RewardBreakdown({"r": 0.0}, {"r": 1.0})
+
+
+class StopsEveryTurn:
+    """The engine, with every turn ending at its token budget counted as stopped (the tiny
+    model rarely stops by itself): the last sampled id stands in for the stop token."""
+
+    supports_sessions = True
+
+    def __init__(self, engine):
+        self.engine, self.tokenizer = engine, engine.tokenizer
+
+    def shared_prefix(self, prompts):
+        return self.engine.shared_prefix(prompts)
+
+    def session(self, *args, **kwargs):
+        sess = self.engine.session(*args, **kwargs)
+        step = sess.step
+        sess.step = lambda: [(k, Sample(s.ids, s.logprobs, True)) for k, s in step()]
+        return sess
+
+
+def test_tiny_model_memory_rollout_logprobs_match_training_forward(tiny_policy):
+    """Sampling on the engine with memory, then a training forward over every segment row,
+    gives the rollout's log-probs: each segment's ids are exactly what the model saw."""
+    model, tok = tiny_policy
+    torch.manual_seed(0)
+    gen = StopsEveryTurn(Engine(model, tok, stop_token_ids(tok), tok.pad_token_id))
+    mem = MemoryConfig(enabled=True, hot_turns=1, warm_turns=1, cold_top_k=1)
+    trajs = run_episodes(gen, CountEnv, [EpisodeSpec(seed=s, level=1) for s in range(2)],
+                         max_new_tokens=12, max_total_tokens=700, memory=mem)  # fmt: skip
+    for t in trajs:
+        assert t.termination == "max_turns" and len(t.segments) == 4  # rewrites before 2-4
+        assert 5 <= t.num_policy_tokens <= 5 * 12  # a turn ends at a stop or at 12 tokens
+        note = t.segments[-1].messages[2]["content"]
+        assert note.startswith("[memory]") and "t2 " in note and '"n": 4' in str(t.segments[-1])
+    adv = torch.tensor([0.5, -0.5])
+    batch, row_adv, owner = segment_batch(trajs, adv, torch.ones(2, dtype=torch.bool),
+                                          tok.pad_token_id)  # fmt: skip
+    assert owner.tolist() == [0] * 4 + [1] * 4 and row_adv.tolist() == [0.5] * 4 + [-0.5] * 4
+    with torch.no_grad():
+        logp, _ = forward_logprobs(model, batch, temperature=1.0)
+    m = batch.mask.bool()
+    assert int(m.sum()) == sum(t.num_policy_tokens for t in trajs)
+    assert torch.allclose(logp[m], batch.old_logp[m], atol=2e-3), (
+        (logp[m] - batch.old_logp[m]).abs().max()
+    )
