@@ -87,11 +87,26 @@ def train_cmd(
         False, "--json", help="Print a JSON summary as the last stdout line."
     ),
     quiet: bool = typer.Option(False, help="No progress bars."),
+    agent: str = typer.Option(
+        None,
+        "--agent",
+        help="Train an agent program unchanged: run this command once per episode against "
+        "the trainer's own OpenAI-compatible server (env: OPENAI_BASE_URL, OPENAI_API_KEY, "
+        "AGENTRL_SESSION, AGENTRL_TASK); it reports each episode's reward to "
+        "POST /v1/agentrl/reward. Example: --agent 'python examples/openai_agent.py'.",
+    ),
+    agent_timeout: float = typer.Option(
+        300.0, "--agent-timeout", min=1, help="--agent: seconds one episode may run."
+    ),
+    agent_parallel: int = typer.Option(
+        8, "--agent-parallel", min=1, help="--agent: episodes (program processes) at once."
+    ),
 ) -> None:
     """Run the training loop from a config file, or resume a run directory."""
     from agentrl.algos.update import NonFiniteError
     from agentrl.config import ConfigError, load_config
     from agentrl.train import train
+    from agentrl.train.agent import AgentProgram
 
     if (config is None) == (resume is None):
         _fail("give a CONFIG file, or --resume RUN_DIR (not both)")
@@ -104,8 +119,16 @@ def train_cmd(
             cfg = load_config(config, set_)
     except ConfigError as err:
         _fail(str(err))
+    program = None
+    if agent is not None:
+        program = AgentProgram(agent, timeout_s=agent_timeout, parallel=agent_parallel)
+        try:
+            program.argv()
+        except ValueError as err:
+            _fail(str(err))
     try:
-        summary = train(cfg, progress=not quiet, console=console, resume=resume is not None)
+        summary = train(cfg, progress=not quiet, console=console, resume=resume is not None,
+                        agent=program)  # fmt: skip
     except (FileNotFoundError, ImportError, NonFiniteError) as err:  # ImportError: an extra
         _fail(str(err))
     _report(summary)

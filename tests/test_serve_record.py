@@ -41,8 +41,8 @@ def _agent_loop(client, messages, **kw):
     first = client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS,
                                            temperature=0, **kw)  # fmt: skip
     call = first.choices[0].message.tool_calls[0]
-    history = [*messages, first.choices[0].message.model_dump(exclude_none=True),
-               {"role": "tool", "tool_call_id": call.id, "content": '{"temperature_c": 5}'}]  # fmt: skip
+    result = {"role": "tool", "tool_call_id": call.id, "content": '{"temperature_c": 5}'}
+    history = [*messages, first.choices[0].message.model_dump(exclude_none=True), result]
     final = client.chat.completions.create(model="tiny", messages=history, tools=TOOLS,
                                            temperature=0, **kw)  # fmt: skip
     return history, final

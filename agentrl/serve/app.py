@@ -48,10 +48,11 @@ DEFAULT_MAX_TOKENS = 512
 
 def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
                api_key: str | None = None, session: Any = None,
-               recorder: Recorder | None = None) -> FastAPI:  # fmt: skip
+               recorder: Recorder | None = None, any_model: bool = False) -> FastAPI:  # fmt: skip
     """The FastAPI app serving ``engine``'s model as ``model_name`` (``session``: a decode
     session to use instead of the engine's own, e.g. a scripted one in tests; ``recorder``:
-    record sessions and take rewards, see the module docstring)."""
+    record sessions and take rewards, see the module docstring; ``any_model``: serve requests
+    whatever model they name, as a trainer's own server does)."""
     batcher = Batcher(engine, capacity=capacity, slots=slots, session=session)
     tok = engine.tokenizer
 
@@ -114,7 +115,7 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
 
     @app.post("/v1/chat/completions")
     def chat(req: ChatRequest, request: Request):
-        if req.model != model_name:
+        if req.model != model_name and not any_model:
             raise RequestError(f"model {req.model!r} is not served here; this server serves "
                                f"{model_name!r}", "model", 404, "not_found_error")  # fmt: skip
         messages, tools = _messages_and_tools(req)
@@ -132,6 +133,8 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
         seed = req.seed if req.seed is not None else random.getrandbits(31)
         max_new = budget or min(room, DEFAULT_MAX_TOKENS)
+        if recorder is not None and recorder.max_new:
+            max_new = min(max_new, recorder.max_new)
         sampling = (recorder.sampling if recorder is not None and recorder.sampling
                     else sampling_of(req))  # fmt: skip
         jobs = [batcher.submit(Job(prompt, max_new, sampling, seed + i, stop))

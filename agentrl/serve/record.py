@@ -88,7 +88,8 @@ class Recorder:
     session's records in memory until ``take`` (the trainer reads them this way).
     ``sampling``: (greedy, temperature, top_p) forced on every request (the trainer sets its
     rollout temperature, so the recorded log-probs are the ones it trains with); None = the
-    request's own. ``version``: written into each record (the trainer's step).
+    request's own. ``max_new``: a cap on every reply's tokens (the trainer's
+    ``rollout.max_new_tokens``). ``version``: written into each record (the trainer's step).
     """
 
     def __init__(self, tokenizer: Any, directory: str | Path | None = None, *,
@@ -104,6 +105,7 @@ class Recorder:
         self.kept: dict[str, list[dict[str, Any]]] = {}
         self.rewards: dict[str, dict[str, Any]] = {}
         self.sampling: tuple[bool, float, float] | None = None
+        self.max_new: int | None = None
         self.version = 0
 
     # -- prompts -------------------------------------------------------------------------

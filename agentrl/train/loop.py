@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from agentrl.monitor.status import crash_record, write_status
 from agentrl.policy.loading import save_policy
 from agentrl.policy.lora import merge_and_save
 from agentrl.precision import autocast_dtype
+from agentrl.train.agent import AgentCollector, AgentProgram
 from agentrl.train.build import (
     RLModels,
     build_optimizer,
@@ -39,8 +41,12 @@ def train(
     console: Console | None = None,
     resume: bool = False,
     on_step: Callable[[int], None] | None = None,
+    agent: AgentProgram | None = None,
 ) -> dict[str, Any]:
     """Warm-start, evaluate, train with GRPO or PPO, evaluate again; returns the run summary.
+
+    ``agent``: play the episodes by running this program against the trainer's own server
+    (``agentrl.train.agent``) instead of agentrl's rollout; evaluations stay agentrl's own.
 
     ``resume``: continue ``cfg.train.run_dir`` from its newest complete checkpoint (no warm
     start, no first evaluation: both happened before RL began). ``on_step(n)`` is called after
@@ -50,7 +56,7 @@ def train(
     run = Run(cfg, console, resume=resume)
     write_status(run.dir, "running")
     try:
-        summary = _train_run(run, cfg, progress, on_step)
+        summary = _train_run(run, cfg, progress, on_step, agent)
     except BaseException as err:  # recorded for agentrl doctor, then raised as it was
         write_status(run.dir, "crashed", **crash_record(err))
         raise
@@ -60,7 +66,11 @@ def train(
 
 
 def _train_run(
-    run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None] | None
+    run: Run,
+    cfg: Config,
+    progress: bool,
+    on_step: Callable[[int], None] | None,
+    agent: AgentProgram | None = None,
 ) -> dict[str, Any]:
     console = run.console
     make_env = env_factory(cfg)  # a bad env or a missing extra fails here, before model work
@@ -84,12 +94,16 @@ def _train_run(
     amp = autocast_dtype(cfg.train.autocast, device)
     steps, every = cfg.train.steps, cfg.train.eval_every
     after: dict[str, Any] = {}
-    with run.recording(rl, optimizer, state):
+    collector = None
+    if agent is not None:
+        collector = AgentCollector(agent, generator, make_env, cfg.rollout,
+                                   run.dir / "agent_records", log=console.print)  # fmt: skip
+    with run.recording(rl, optimizer, state), _closing(collector):
         with progress_bar(console, progress) as bar:
             task = bar.add_task(cfg.algo.name.upper(), total=steps, completed=start, info="")
             for step in range(start, steps):
                 res = rl_step(cfg, step, rl, optimizer, state, generator, make_env,
-                              tok.pad_token_id, amp)  # fmt: skip
+                              tok.pad_token_id, amp, collector)  # fmt: skip
                 for event in res.events:
                     console.print(f"curriculum: {event}")
                 run.log_step(step, res.metrics, res.trajs)
@@ -109,6 +123,16 @@ def _train_run(
     if cfg.train.save_model and not run.interrupted:
         save_final(rl, tok, cfg, run.dir)
     return run.summary(state.eval_before, after)
+
+
+@contextmanager
+def _closing(collector: AgentCollector | None) -> Iterator[None]:
+    """Stop the agent server (if any) when training ends, however it ends."""
+    try:
+        yield
+    finally:
+        if collector is not None:
+            collector.close()
 
 
 def _evaluate(run: Run, generator, make_env, when: str, step: int) -> dict[str, Any]:

@@ -1,8 +1,15 @@
-"""One RL step: settings at the step -> rollout -> rewards -> batch -> advantages -> update."""
+"""One RL step: settings at the step -> rollout -> rewards -> batch -> advantages -> update.
+
+The rollout is a ``Collector``: ``collector(specs, temperature) -> (trajectories, metrics)``.
+The default plays the specs in agentrl's own environments (``env_collector``); ``agentrl train
+--agent`` runs an agent program against the trainer's server instead
+(``agentrl.train.agent.AgentCollector``). Everything after the rollout is the same path.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -18,10 +25,13 @@ from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
 from agentrl.planning.search_train import episodes_only, search_rollout
 from agentrl.precision import autocast
-from agentrl.rollout import run_episodes
+from agentrl.rollout import EpisodeSpec, run_episodes
 from agentrl.train.build import RLModels
 from agentrl.train.state import LoopState
 from agentrl.types import Trajectory
+
+#: ``collector(specs, temperature) -> (trajectories in spec order, rollout metrics)``
+Collector = Callable[[list[EpisodeSpec], float], tuple[list[Trajectory], dict]]
 
 
 @dataclass(frozen=True)
@@ -102,13 +112,17 @@ class StepResult:
 
 
 def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, generator,
-            make_env, pad_id: int, amp) -> StepResult:  # fmt: skip
-    """Play ``groups_per_step x group_size`` episodes and update the policy on them."""
+            make_env, pad_id: int, amp,
+            collector: Collector | None = None) -> StepResult:  # fmt: skip
+    """Play ``groups_per_step x group_size`` episodes and update the policy on them.
+
+    ``collector``: how the episodes are played (default ``env_collector``)."""
     t0, ro = time.time(), cfg.rollout
     s = settings_at(cfg, step, state.kl)
     set_lr(optimizer, s.lr)
     specs = state.sampler.next(ro.groups_per_step, step * ro.groups_per_step)
-    trajs, search = collect(generator, make_env, specs, ro, s.temperature)
+    collector = collector or env_collector(generator, make_env, ro)
+    trajs, search = collector(specs, s.temperature)
     rollout_s = time.time() - t0
     valid = episode_validity(trajs, resolve_truncation(cfg))  # (N,)
     raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
@@ -135,6 +149,11 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     events = state.sampler.update(episodes)
     m.update(state.sampler.metrics())
     return StepResult(m, episodes, stepped, events)
+
+
+def env_collector(generator, make_env, ro) -> Collector:
+    """The default rollout: the specs played in agentrl's environments (``collect``)."""
+    return lambda specs, temperature: collect(generator, make_env, specs, ro, temperature)
 
 
 def collect(generator, make_env, specs, ro, temperature: float) -> tuple[list[Trajectory], dict]:
