@@ -4,6 +4,7 @@
 import copy
 import json
 
+import pytest
 import torch
 
 from agentrl.algos.forward import forward_logprobs
@@ -46,13 +47,18 @@ def play(tok, memory, calls=12):
     return gen, traj
 
 
-def test_scripted_long_episode_segments_are_token_exact(tiny_policy):
+@pytest.mark.parametrize("every,n_segments", [(1, 10), (2, 5)])
+def test_scripted_long_episode_segments_are_token_exact(tiny_policy, every, n_segments):
     _, tok = tiny_policy
-    gen, traj = play(tok, MemoryConfig(enabled=True, hot_turns=3, warm_turns=4, cold_top_k=1))
+    cfg = MemoryConfig(enabled=True, hot_turns=3, warm_turns=4, cold_top_k=1, rewrite_every=every)
+    gen, traj = play(tok, cfg)
     assert traj.info["turns"] == 13 and traj.termination == "failure"
     segs = traj.contexts()
-    assert len(segs) == 10  # turns 0-3 in one context, then a rewrite before each turn 4-12
-    assert traj.token_ids == segs[-1].token_ids and traj.to_record()["num_segments"] == 10
+    # every=1: turns 0-3 in one context, then a rewrite before each of turns 4-12;
+    # every=2: rewrites before turns 5, 7, 9 and 11 (the window grows from 3 to 4 turns)
+    assert len(segs) == n_segments
+    assert traj.token_ids == segs[-1].token_ids
+    assert traj.to_record()["num_segments"] == n_segments
     env = make("weather", fault_rate=0.0, max_turns=40)
     tools = env.tool_schemas
     turn = 0
@@ -62,8 +68,10 @@ def test_scripted_long_episode_segments_are_token_exact(tiny_policy):
         assert tok.decode(seg.token_ids, skip_special_tokens=False) == text.rstrip("\n")
         prompt_end = seg.loss_mask.index(1)
         if k > 0:  # a rewritten context starts from the memory's view, encoded whole
-            assert seg.token_ids[:prompt_end] == encode_prompt(tok, seg.messages[:-1], tools)
             assert seg.messages[2]["content"].startswith("[memory]")
+            n_turns = len(set(x for x in seg.turn_of_token if x >= 0))
+            view = seg.messages[: len(seg.messages) - 2 * n_turns + 1]
+            assert seg.token_ids[:prompt_end] == encode_prompt(tok, view, tools)
         # every prompt the policy saw in this context is a prefix of its ids, and the ids it
         # produced follow with mask 1 and their log-probs
         for t in sorted(set(x for x in seg.turn_of_token if x >= 0)):
@@ -75,6 +83,8 @@ def test_scripted_long_episode_segments_are_token_exact(tiny_policy):
             assert seg.token_ids[span] == produced and seg.loss_mask[span] == [1] * len(produced)
             assert seg.logprobs[span] == [-0.25] * len(produced)
     assert turn == 13  # every turn the policy played is in exactly one segment
+    if every > 1:
+        return
     # the prompt stays flat: the last turns' prompts are within 1.2x of the 5th turn's
     lengths = [len(s) for s in gen.seen]
     assert max(lengths[4:]) <= 1.2 * lengths[4]
