@@ -1,7 +1,7 @@
 """A weather agent written with the official ``openai`` client and its own tool loop, trained
 unchanged by agentrl:
 
-    agentrl train configs/tiny.yaml --agent "python examples/openai_agent.py"
+    agentrl train configs/weather_grpo.yaml --agent "python examples/openai_agent.py"
 
 Nothing here is agentrl's loop: the tools are plain functions, their schemas go in ``tools=``,
 the program runs the calls the model asks for and sends the results back, and at the end it

@@ -70,11 +70,12 @@ def test_train_agent_runs_the_example_through_the_cli(tiny_dir, tmp_path):
     assert {r["session"] for r in rewards} == {t["info"]["session"] for t in trajs}
 
 
-def test_train_agent_updates_weights_and_masks_crashed_programs(tiny_dir, tmp_path, capfd,
+def test_train_agent_trains_segments_and_masks_crashed_programs(tiny_dir, tmp_path, capfd,
                                                                 monkeypatch):  # fmt: skip
     from agentrl.policy.loading import load_policy
 
     monkeypatch.setenv("AGENTRL_TEST_CRASH_GROUP", "1")
+    monkeypatch.setenv("AGENTRL_TEST_REWRITE", "1")
     run = tmp_path / "run"
     cfg = build_config({}, [*tiny_run_overrides(tiny_dir, run), "train.steps=1",
                             "rollout.groups_per_step=2", "rollout.group_size=3",
@@ -90,6 +91,9 @@ def test_train_agent_updates_weights_and_masks_crashed_programs(tiny_dir, tmp_pa
     assert "harness fault" in capfd.readouterr().err
     played = [t for t in trajs if t["group_id"] == 0]
     assert all(t["info"]["requests"] == 2 for t in played)
+    # the rewritten history: two token-exact segments per episode, both trained
+    assert all(t["num_segments"] == 2 and t["info"]["continued"] == 0 for t in played)
+    assert m["rollout/policy_tokens"] == sum(t["num_policy_tokens"] for t in trajs)
     assert len({t["reward"]["total"] for t in played}) > 1  # a spread: a real GRPO signal
     _check_token_exact(run, trajs)
     before, _ = load_policy(str(tiny_dir))

@@ -65,7 +65,10 @@ def session_trajectory(records: list[dict[str, Any]], reward: dict[str, Any] | N
     segments = build_segments(records)
     fault = None
     if not records:
-        fault = "the program made no request in its session"
+        fault = (
+            "the program made no request in its session (send AGENTRL_SESSION as the "
+            "X-Agentrl-Session header or the 'user' field)"
+        )
     elif reward is None:
         fault = "the program did not report a reward"
     if fault is not None:

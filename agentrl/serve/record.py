@@ -179,6 +179,14 @@ class Recorder:
             self.turns.pop(session, None)
             return self.kept.pop(session, []), self.rewards.pop(session, None)
 
+    def drop_kept(self) -> int:
+        """Forget every kept session (requests no episode claimed); how many records."""
+        with self.lock:
+            n = sum(len(v) for v in self.kept.values())
+            self.kept.clear()
+            self.rewards.clear()
+            return n
+
     def _append(self, name: str, rows: list[dict[str, Any]]) -> None:
         if self.dir is None:
             return

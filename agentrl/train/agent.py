@@ -146,6 +146,7 @@ class AgentCollector:
         with ThreadPoolExecutor(max(1, self.program.parallel)) as pool:
             runs = list(pool.map(self._run, tasks))
         trajs = [self._trajectory(task, run) for task, run in zip(tasks, runs, strict=True)]
+        orphans = recorder.drop_kept()  # requests outside every episode's session
         faults = [t for t in trajs if t.is_harness_fault]
         n = max(len(trajs), 1)
         metrics = {
@@ -156,6 +157,7 @@ class AgentCollector:
             / max(sum(max(t.info.get("requests", 0) - 1, 0) for t in trajs), 1),
             "agent/program_s": sum(r.seconds for r in runs) / n,
             "agent/wall_s": time.time() - t0,
+            "agent/orphan_requests": orphans,
         }
         return trajs, metrics
 

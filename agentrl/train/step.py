@@ -21,6 +21,7 @@ from agentrl.algos.forward import reference_logprobs
 from agentrl.algos.grpo import compute_advantages, grpo_update
 from agentrl.algos.kl import KLController
 from agentrl.algos.ppo import ppo_signals, ppo_update
+from agentrl.algos.segments import broadcast_to_rows, segment_rows
 from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
 from agentrl.planning.search_train import episodes_only, search_rollout
@@ -127,16 +128,17 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     valid = episode_validity(trajs, resolve_truncation(cfg))  # (N,)
     raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
     rewards = state.normalizer(raw, valid)  # (N,)
-    batch = build_batch(trajs, valid, pad_id)
+    rows, owner = segment_rows(trajs)  # one row per context: R >= N (segmented episodes)
+    batch = build_batch(rows, broadcast_to_rows(valid, owner), pad_id)  # (R, T)
     extra_rollout: dict[str, float] = {}
     with autocast(_device(rl.policy), amp):
         if not getattr(generator, "decodes_own_weights", True):
             batch, extra_rollout = with_policy_logprobs(rl.policy, batch, s.temperature)
         if rl.ref is not None:
             batch = batch.with_reference(reference_logprobs(rl.ref, batch, s.temperature))
-    kl_per_episode = episode_kl(batch)  # (N,)
+    kl_per_episode = torch.zeros(len(trajs)).index_add_(0, owner, episode_kl(batch))  # (N,)
     stats, extra = update_policy(cfg, s, rl, optimizer, batch, trajs, rewards, valid,
-                                 kl_per_episode, state.rng, amp)  # fmt: skip
+                                 kl_per_episode, state.rng, amp, owner)  # fmt: skip
     stepped = stats.pop("stepped")
     state.kl.update(float(kl_per_episode[valid].mean()) if valid.any() else 0.0, len(trajs))
     episodes = episodes_only(trajs)  # search siblings are trained, not counted
@@ -185,8 +187,18 @@ def update_policy(
     kl_per_episode: torch.Tensor,  # (N,) rollout-time KL to the reference
     rng,
     amp_dtype: torch.dtype | None,
+    episode_of_row: torch.Tensor | None = None,  # (R,) each batch row's episode (segments)
 ) -> tuple[dict[str, Any], dict[str, float]]:
-    """Advantages and optimizer updates of one RL step, GRPO or PPO: (update stats, extras)."""
+    """Advantages and optimizer updates of one RL step, GRPO or PPO: (update stats, extras).
+
+    ``batch`` has a row per context: an episode played in several (``Trajectory.segments``)
+    has one per segment, each trained with the episode's advantage (``episode_of_row``)."""
+    segmented = episode_of_row is not None and len(episode_of_row) != len(trajs)
+    if segmented and cfg.algo.name == "ppo":
+        raise ValueError(
+            "algo.name: ppo does not train episodes played in several contexts "
+            "(memory, or an agent program that rewrote its history); use grpo"
+        )
     a = cfg.algo
     common: dict[str, Any] = dict(
         clip_eps=a.clip_eps, loss_agg=a.loss_agg, epochs=a.epochs, minibatches=a.minibatches,
@@ -216,5 +228,7 @@ def update_policy(
     advantages, _ = compute_advantages(
         trajs, truncation, a.grpo.scale_rewards, a.grpo.advantage, rewards
     )  # (N,)
+    if segmented:
+        advantages = broadcast_to_rows(advantages, episode_of_row)  # (R,)
     kl_loss = s.kl_coef if a.kl.mode == "loss" else 0.0
     return grpo_update(rl.policy, optimizer, batch, advantages, kl_coef=kl_loss, **common), {}

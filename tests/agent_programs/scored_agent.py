@@ -2,7 +2,8 @@
 client (ask, then a follow-up that extends the history), a reward that varies with what the
 model wrote (so GRPO groups have a spread), and, for the fault tests, a crash on demand:
 ``AGENTRL_TEST_CRASH_GROUP=G`` makes every episode of task group G exit 3 after one request,
-with a message on stderr and no reward."""
+with a message on stderr and no reward; ``AGENTRL_TEST_REWRITE=1`` makes the follow-up rewrite
+the history (the first reply dropped), so the episode is stored as two segments."""
 
 import json
 import os
@@ -26,6 +27,8 @@ def main() -> int:
     for call in first.choices[0].message.tool_calls or []:
         messages.append({"role": "tool", "tool_call_id": call.id, "content": '{"ok": true}'})
     messages.append({"role": "user", "content": "Answer in one sentence."})
+    if os.environ.get("AGENTRL_TEST_REWRITE"):
+        messages = [*task["messages"], {"role": "user", "content": "Answer in one sentence."}]
     second = client.chat.completions.create(model=model, messages=messages, tools=task["tools"])
     text = (first.choices[0].message.content or "") + (second.choices[0].message.content or "")
     reward = (sum(map(ord, text)) % 11) / 10
