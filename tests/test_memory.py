@@ -66,6 +66,9 @@ def test_warm_record_carries_key_values_and_state():
     nested[1]["content"] = json.dumps({"order": {"id": 17, "items": [{"sku": "A-9"}]}})
     values = dict(compress_turn(2, nested).calls[0].result)
     assert values == {"order.id": "17", "order.items.0.sku": "A-9"}
+    wire = weather_turn("Oslo", 2)  # arguments as JSON text, as OpenAI clients send them
+    wire[0]["tool_calls"][0]["function"]["arguments"] = '{"city": "Oslo"}'
+    assert compress_turn(0, wire).calls[0].arguments == (("city", "Oslo"),)
     bad = [{"role": "assistant", "content": "<tool_call>{"},
            {"role": "tool", "content": json.dumps({"error": "parse_error", "code": "unclosed_tag",
                                                    "message": "..."})}]  # fmt: skip

@@ -81,6 +81,16 @@ def key_values(value: Any, prefix: str = "", limit: int = MAX_KEYS) -> list[tupl
     return out
 
 
+def _as_json(value: Any) -> Any:
+    """Arguments as a dict when they are a JSON object's text (the OpenAI wire format)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            return value
+    return value
+
+
 def _result_values(content: str) -> tuple[list[tuple[str, str]], str | None]:
     """(key values, error code or None) of one tool reply's text."""
     try:
@@ -102,7 +112,7 @@ def compress_turn(index: int, turn: Turn) -> WarmRecord:
     for j, call in enumerate(calls):
         reply = replies[j] if j < len(replies) else {"content": ""}
         values, error = _result_values(str(reply.get("content") or ""))
-        args = call.get("arguments")
+        args = _as_json(call.get("arguments"))
         arg_values = key_values(args) if isinstance(args, dict) else [("args", _short(args))]
         values = [kv for kv in values if kv not in arg_values]
         state = "ok" if error is None else f"error {error}"
