@@ -90,10 +90,8 @@ def train_cmd(
     agent: str = typer.Option(
         None,
         "--agent",
-        help="Train an agent program unchanged: run this command once per episode against "
-        "the trainer's own OpenAI-compatible server (env: OPENAI_BASE_URL, OPENAI_API_KEY, "
-        "AGENTRL_SESSION, AGENTRL_TASK); it reports each episode's reward to "
-        "POST /v1/agentrl/reward. Example: --agent 'python examples/openai_agent.py'.",
+        help="Train an agent program unchanged: run this command once per episode against the "
+        "trainer's own OpenAI-compatible server (README: Train your own agent program).",
     ),
     agent_timeout: float = typer.Option(
         300.0, "--agent-timeout", min=1, help="--agent: seconds one episode may run."
@@ -119,13 +117,10 @@ def train_cmd(
             cfg = load_config(config, set_)
     except ConfigError as err:
         _fail(str(err))
-    program = None
-    if agent is not None:
-        program = AgentProgram(agent, timeout_s=agent_timeout, parallel=agent_parallel)
-        try:
-            program.argv()
-        except ValueError as err:
-            _fail(str(err))
+    try:
+        program = None if agent is None else AgentProgram(agent, agent_timeout, agent_parallel)
+    except ValueError as err:
+        _fail(str(err))
     try:
         summary = train(cfg, progress=not quiet, console=console, resume=resume is not None,
                         agent=program)  # fmt: skip

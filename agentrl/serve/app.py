@@ -67,14 +67,7 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
     app.state.batcher, app.state.model_name = batcher, model_name
     app.state.recorder = recorder
 
-    @app.middleware("http")
-    async def _auth(request: Request, call_next):
-        given = request.headers.get("authorization", "")
-        if api_key and request.url.path.startswith("/v1/") and given != f"Bearer {api_key}":
-            body = error_body("invalid API key (send 'Authorization: Bearer KEY')",
-                              "authentication_error", code="invalid_api_key")  # fmt: skip
-            return JSONResponse(body, status_code=401)
-        return await call_next(request)
+    _add_auth(app, api_key)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_request: Request, err: RequestValidationError) -> JSONResponse:
@@ -97,21 +90,7 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         card = {"id": model_name, "object": "model", "created": 0, "owned_by": "agentrl"}
         return {"object": "list", "data": [card]}
 
-    @app.post("/v1/agentrl/reward")
-    async def reward(request: Request) -> dict[str, Any]:
-        if recorder is None:
-            raise RequestError("recording is off: rewards need a server started with --record "
-                               "DIR", None, 404, "not_found_error")  # fmt: skip
-        try:
-            body = await request.json()
-        except ValueError as err:
-            raise RequestError(f"the body is not valid JSON: {err}", None) from err
-        try:
-            entry = recorder.reward(*parse_reward(body))
-        except RewardError as err:
-            kind = "not_found_error" if err.status == 404 else "invalid_request_error"
-            raise RequestError(str(err), err.param, err.status, kind) from err
-        return {"object": "agentrl.reward", **entry}
+    _add_reward_route(app, recorder)
 
     @app.post("/v1/chat/completions")
     def chat(req: ChatRequest, request: Request):
@@ -121,20 +100,9 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         messages, tools = _messages_and_tools(req)
         session = request.headers.get(SESSION_HEADER) or req.user
         prompt, continued = _encode(tok, messages, tools, recorder, session)
-        budget = req.max_completion_tokens or req.max_tokens
-        room = capacity - len(prompt)
-        if room < 1:
-            raise RequestError(f"the prompt is {len(prompt)} tokens, over the context of "
-                               f"{capacity}", "messages")  # fmt: skip
-        if budget is not None and budget > room:
-            raise RequestError(f"max_tokens {budget} is beyond the context: the prompt takes "
-                               f"{len(prompt)} of {capacity} tokens, {room} are left",
-                               "max_tokens")  # fmt: skip
+        max_new = _max_new(req, len(prompt), capacity, recorder)
         stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
         seed = req.seed if req.seed is not None else random.getrandbits(31)
-        max_new = budget or min(room, DEFAULT_MAX_TOKENS)
-        if recorder is not None and recorder.max_new:
-            max_new = min(max_new, recorder.max_new)
         sampling = (recorder.sampling if recorder is not None and recorder.sampling
                     else sampling_of(req))  # fmt: skip
         jobs = [batcher.submit(Job(prompt, max_new, sampling, seed + i, stop))
@@ -156,6 +124,57 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         return _completion(jobs, rid, created, model_name, len(prompt))
 
     return app
+
+
+def _add_auth(app: FastAPI, api_key: str | None) -> None:
+    """With ``api_key``, every ``/v1/`` route needs ``Authorization: Bearer KEY`` (else 401)."""
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next):
+        given = request.headers.get("authorization", "")
+        if api_key and request.url.path.startswith("/v1/") and given != f"Bearer {api_key}":
+            body = error_body("invalid API key (send 'Authorization: Bearer KEY')",
+                              "authentication_error", code="invalid_api_key")  # fmt: skip
+            return JSONResponse(body, status_code=401)
+        return await call_next(request)
+
+
+def _add_reward_route(app: FastAPI, recorder: Recorder | None) -> None:
+    """``POST /v1/agentrl/reward``: a session's reward (a 404 when recording is off)."""
+
+    @app.post("/v1/agentrl/reward")
+    async def reward(request: Request) -> dict[str, Any]:
+        if recorder is None:
+            raise RequestError("recording is off: rewards need a server started with --record "
+                               "DIR", None, 404, "not_found_error")  # fmt: skip
+        try:
+            body = await request.json()
+        except ValueError as err:
+            raise RequestError(f"the body is not valid JSON: {err}", None) from err
+        try:
+            entry = recorder.reward(*parse_reward(body))
+        except RewardError as err:
+            kind = "not_found_error" if err.status == 404 else "invalid_request_error"
+            raise RequestError(str(err), err.param, err.status, kind) from err
+        return {"object": "agentrl.reward", **entry}
+
+
+def _max_new(req: ChatRequest, prompt_len: int, capacity: int, recorder: Recorder | None) -> int:
+    """The reply's token budget: the request's, else what the context leaves (at most
+    ``DEFAULT_MAX_TOKENS``), within a recorder's cap; a 400 when it does not fit."""
+    budget = req.max_completion_tokens or req.max_tokens
+    room = capacity - prompt_len
+    if room < 1:
+        raise RequestError(f"the prompt is {prompt_len} tokens, over the context of "
+                           f"{capacity}", "messages")  # fmt: skip
+    if budget is not None and budget > room:
+        raise RequestError(f"max_tokens {budget} is beyond the context: the prompt takes "
+                           f"{prompt_len} of {capacity} tokens, {room} are left",
+                           "max_tokens")  # fmt: skip
+    max_new = budget or min(room, DEFAULT_MAX_TOKENS)
+    if recorder is not None and recorder.max_new:
+        max_new = min(max_new, recorder.max_new)
+    return max_new
 
 
 def _messages_and_tools(req: ChatRequest) -> tuple[list[dict[str, Any]], Any]:

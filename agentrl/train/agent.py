@@ -53,8 +53,14 @@ class AgentProgram:
     timeout_s: float = 300.0  # one episode's wall-clock limit (past it: a harness fault)
     parallel: int = 8  # episodes (program processes) run at once; their requests batch
 
+    def __post_init__(self) -> None:
+        self.argv()  # an empty or badly quoted command fails here, with shlex's message
+
     def argv(self) -> list[str]:
-        args = shlex.split(self.command)
+        try:
+            args = shlex.split(self.command)
+        except ValueError as err:
+            raise ValueError(f"--agent: cannot split {self.command!r}: {err}") from err
         if not args:
             raise ValueError("--agent: the command is empty")
         return args
@@ -76,7 +82,6 @@ class AgentCollector:
     def __init__(self, program: AgentProgram, generator: Any, make_env: Callable[..., Any],
                  rollout: Any, record_dir: Path,
                  log: Callable[[str], None] = print) -> None:  # fmt: skip
-        program.argv()  # an empty command fails now
         self.program, self.generator, self.make_env = program, generator, make_env
         self.ro, self.record_dir, self.log = rollout, Path(record_dir), log
         self.key, self.run_tag = f"agentrl-{secrets.token_hex(12)}", secrets.token_hex(4)
