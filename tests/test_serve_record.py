@@ -180,3 +180,25 @@ def test_recorded_ids_are_the_ids_the_engine_produces(tiny_policy, tmp_path):
         assert records[1]["token_ids"][: len(records[0]["token_ids"])] == records[0]["token_ids"]
     line = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[0])
     assert line["token_ids"] == records[0]["token_ids"]
+
+
+def test_streamed_and_n_choice_requests_are_recorded(scripted):
+    """A streamed turn is recorded before ``[DONE]`` (the follow-up continues it); each of
+    ``n`` choices is a record, and the one the program kept is the one continued."""
+    client = openai.OpenAI(base_url=scripted["url"] + "/v1", api_key="x", max_retries=0,
+                           default_headers=session_headers("ep-s"))  # fmt: skip
+    chunks = list(client.chat.completions.create(model="tiny", messages=ASK, tools=TOOLS,
+                                                 temperature=0, stream=True))  # fmt: skip
+    (call,) = [tc for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
+    reply = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call.id, "type": "function", "function": call.function.model_dump()}]}  # fmt: skip
+    history = [*ASK, reply, {"role": "tool", "tool_call_id": call.id, "content": '{"c": 5}'}]
+    many = client.chat.completions.create(model="tiny", messages=history, tools=TOOLS, n=2,
+                                          temperature=0)  # fmt: skip
+    assert len(many.choices) == 2
+    records, _ = scripted["recorder"].take("ep-s")
+    assert [(r["turn"], r["choice"], r["continued"]) for r in records] == [
+        (0, 0, False), (1, 0, True), (1, 1, True)]  # fmt: skip
+    segments = build_segments(records)  # the second choice shares the prompt: its own segment
+    assert [len(s.token_ids) for s in segments] == [len(records[1]["token_ids"]),
+                                                   len(records[2]["token_ids"])]  # fmt: skip
