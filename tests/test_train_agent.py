@@ -137,3 +137,31 @@ def test_the_server_decodes_the_weights_after_an_update(tiny_policy, tmp_path):
     assert new["logprobs"][new["prompt_len"] :] != pytest.approx(
         old["logprobs"][old["prompt_len"] :], abs=1e-4
     )
+
+
+def test_held_out_evaluation_runs_through_the_program_greedily(tiny_dir, tmp_path, monkeypatch):
+    """A ``train --agent`` run's held-out evaluations are also played by the program, on the
+    same seeds, decoded greedily: its success (harness faults left out) is in eval.jsonl and
+    summary.json, its episodes in eval_<when>_program.jsonl."""
+    monkeypatch.setenv("AGENTRL_TEST_CRASH_GROUP", "1")  # held-out episode 1 crashes
+    run = tmp_path / "run"
+    cfg = build_config({}, [*tiny_run_overrides(tiny_dir, run), "train.steps=1",
+                            "train.eval_episodes=4", "train.general_check=false",
+                            "rollout.max_new_tokens=8"])  # fmt: skip
+    summary = train(cfg, progress=False, agent=AgentProgram(SCORED, parallel=4))
+    points = _lines(run / "eval.jsonl")
+    assert [p["step"] for p in points] == [0, 1]
+    for when, point in zip(("before", "after"), points, strict=True):
+        program = point["program"]
+        assert program["harness_faults"] == 1 and program["episodes"] == 3
+        played = _lines(run / f"eval_{when}_program.jsonl")
+        own = _lines(run / f"eval_{when}.jsonl")
+        assert [t["task_id"] for t in played] == [t["task_id"] for t in own]
+        scored = [t for t in played if t["termination"] != "harness_error"]
+        assert program["success_rate"] == pytest.approx(sum(t["success"] for t in scored) / 3)
+    assert summary["program_success_after"] == points[1]["program"]["success_rate"]
+    # the evaluation's requests were decoded greedily: every sampled token is the argmax
+    records = _lines(run / "agent_records" / "records.jsonl")
+    eval_sessions = {t["info"]["session"] for t in _lines(run / "eval_after_program.jsonl")}
+    greedy = [r for r in records if r["session"] in eval_sessions]
+    assert greedy and all(r["sampling"] == [True, 0.0, 1.0] for r in greedy)

@@ -88,7 +88,7 @@ class Recorder:
     session's records in memory until ``take`` (the trainer reads them this way).
     ``sampling``: (greedy, temperature, top_p) forced on every request (the trainer sets its
     rollout temperature, so the recorded log-probs are the ones it trains with); None = the
-    request's own. ``max_new``: a cap on every reply's tokens (the trainer's
+    request's own; each record repeats it (``sampling``). ``max_new``: a cap on every reply's tokens (the trainer's
     ``rollout.max_new_tokens``). ``version``: written into each record (the trainer's step).
     """
 
@@ -139,6 +139,7 @@ class Recorder:
             records.append({
                 "session": session, "request": request_id, "choice": i, "turn": turn,
                 "continued": continued, "time": time.time(), "version": self.version,
+                "sampling": list(self.sampling) if self.sampling else None,
                 "prompt_len": n, "token_ids": prompt + ids,
                 "loss_mask": [0] * n + [1] * len(ids),
                 "logprobs": [0.0] * n + [float(x) for x in sample.logprobs],

@@ -80,10 +80,25 @@ def _train_run(
     run.decode = lambda ids: tok.decode(ids, skip_special_tokens=False)  # the viewer's mask
     evals = cfg.train.eval_episodes > 0
     before: dict[str, Any] = {}
-    if run.fresh:
-        warm_start(cfg, model, tok, make_env, console, progress)
-        if evals:
-            before = _evaluate(run, generator, make_env, "before", 0)
+    collector = None
+    if agent is not None:
+        collector = AgentCollector(agent, generator, make_env, cfg.rollout,
+                                   run.dir / "agent_records", log=console.print)  # fmt: skip
+    with _closing(collector):
+        if run.fresh:
+            warm_start(cfg, model, tok, make_env, console, progress)
+            if evals:
+                before = _evaluate(run, generator, make_env, "before", 0, collector)
+        return _rl_run(run, cfg, progress, on_step, model, tok, generator, device, make_env,
+                       before, collector)  # fmt: skip
+
+
+def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None] | None,
+            model, tok, generator, device: str, make_env, before: dict[str, Any],
+            collector: AgentCollector | None) -> dict[str, Any]:  # fmt: skip
+    """From the warm-started model: the RL steps, the evaluations, the saved model."""
+    console = run.console
+    evals = cfg.train.eval_episodes > 0
     run.start_weights(model, device)  # the reference (and a LoRA run's frozen base)
     rl = build_rl_models(model, cfg)
     generator.model = rl.policy
@@ -94,11 +109,7 @@ def _train_run(
     amp = autocast_dtype(cfg.train.autocast, device)
     steps, every = cfg.train.steps, cfg.train.eval_every
     after: dict[str, Any] = {}
-    collector = None
-    if agent is not None:
-        collector = AgentCollector(agent, generator, make_env, cfg.rollout,
-                                   run.dir / "agent_records", log=console.print)  # fmt: skip
-    with run.recording(rl, optimizer, state), _closing(collector):
+    with run.recording(rl, optimizer, state):
         with progress_bar(console, progress) as bar:
             task = bar.add_task(cfg.algo.name.upper(), total=steps, completed=start, info="")
             for step in range(start, steps):
@@ -108,7 +119,7 @@ def _train_run(
                     console.print(f"curriculum: {event}")
                 run.log_step(step, res.metrics, res.trajs)
                 if every and (step + 1) % every == 0 and step + 1 < steps:
-                    _evaluate(run, generator, make_env, "during", step + 1)
+                    _evaluate(run, generator, make_env, "during", step + 1, collector)
                 run.end_step(step + 1, res.stepped)
                 m = res.metrics
                 info = (f"success {m['rollout/success_rate']:.2f} reward {m['reward/total']:.2f} "
@@ -119,7 +130,7 @@ def _train_run(
                 if run.stop_requested(step + 1):
                     break
         if evals and not run.interrupted:
-            after = _evaluate(run, generator, make_env, "after", steps)
+            after = _evaluate(run, generator, make_env, "after", steps, collector)
     if cfg.train.save_model and not run.interrupted:
         save_final(rl, tok, cfg, run.dir)
     return run.summary(state.eval_before, after)
@@ -135,13 +146,20 @@ def _closing(collector: AgentCollector | None) -> Iterator[None]:
             collector.close()
 
 
-def _evaluate(run: Run, generator, make_env, when: str, step: int) -> dict[str, Any]:
+def _evaluate(run: Run, generator, make_env, when: str, step: int,
+              program: AgentCollector | None = None) -> dict[str, Any]:  # fmt: skip
     episodes = run.cfg.train.eval_episodes
     if when != "during":
         run.console.print(f"evaluating {when} RL on {episodes} held-out episodes")
-    point = run.evaluate(generator, make_env, when, step)
+    point = run.evaluate(generator, make_env, when, step, program)
     label = f"step {step}: held-out success" if when == "during" else f"success {when} RL:"
     run.console.print(f"{label} {point['success_rate']:.3f} {point['success_by_level']}")
+    if "program" in point:
+        p = point["program"]
+        run.console.print(
+            f"{label.rstrip(':')} through the program: {p['success_rate']:.3f} "
+            f"{p['success_by_level']} ({p['harness_faults']} harness faults)"
+        )
     if "general" in point:
         run.console.print(f"general capability {when} RL: {point['general']['accuracy']:.3f} "
                           f"{point['general']['by_kind']}")  # fmt: skip

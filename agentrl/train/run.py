@@ -26,7 +26,7 @@ from agentrl.checkpoint import (
 )
 from agentrl.config import Config, save_config
 from agentrl.eval.general import general_check
-from agentrl.eval.runner import evaluate
+from agentrl.eval.runner import eval_specs, evaluate
 from agentrl.monitor.alerts import AlertMonitor
 from agentrl.monitor.curves import EVAL_LOG
 from agentrl.monitor.metrics import JsonlSink, read_jsonl
@@ -68,14 +68,27 @@ class Run:
         return self.resume_from is None
 
     # -- evaluation ------------------------------------------------------------------------
-    def evaluate(self, generator, make_env, when: str, step: int) -> dict[str, Any]:
-        """Held-out evaluation ``when`` = before / during / after RL, a line of eval.jsonl."""
+    def evaluate(self, generator, make_env, when: str, step: int,
+                 program: Any = None) -> dict[str, Any]:  # fmt: skip
+        """Held-out evaluation ``when`` = before / during / after RL, a line of eval.jsonl.
+
+        ``program`` (a ``train --agent`` run's ``AgentCollector``): the same held-out tasks are
+        also played by the agent program with greedy decoding; its success (harness faults
+        left out of the rate) goes in ``summary["program"]`` and ``eval_<when>_program.jsonl``.
+        """
         c = self.cfg
         summary, trajs = evaluate(
             generator, make_env, episodes=c.train.eval_episodes, levels=c.train.eval_levels,
             seed0=c.train.eval_seed, max_new_tokens=c.rollout.max_new_tokens,
             max_total_tokens=c.rollout.max_total_tokens,
         )  # fmt: skip
+        if program is not None:
+            specs = eval_specs(c.train.eval_episodes, c.train.eval_levels, c.train.eval_seed)
+            played, _ = program.play(specs, (True, 0.0, 1.0))
+            summary["program"] = program_summary(played)
+            if when != "during":
+                write_records(self.dir / f"eval_{when}_program.jsonl",
+                              [t.to_record() for t in played])  # fmt: skip
         if when != "during" and c.train.general_check:
             general = general_check(generator, generator.tokenizer)
             write_records(self.dir / f"general_{when}.jsonl", general.pop("replies"))
@@ -212,6 +225,9 @@ class Run:
             "run_dir": str(self.dir),
             "wall_s": round(time.time() - self.t_start, 1),
         }
+        if "program" in before or "program" in after:  # a train --agent run
+            summary["program_success_before"] = before.get("program", {}).get("success_rate")
+            summary["program_success_after"] = after.get("program", {}).get("success_rate")
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=2))
         return summary
 
@@ -225,7 +241,24 @@ def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, 
     point = {"step": step, "episodes": episodes, **{k: summary[k] for k in keep if k in summary}}
     if "general" in summary:
         point["general_accuracy"] = summary["general"]["accuracy"]
+    if "program" in summary:
+        point["program"] = summary["program"]
     return point
+
+
+def program_summary(trajs: list[Trajectory]) -> dict[str, Any]:
+    """An agent program's held-out episodes: success overall and per level over the episodes
+    it finished (a harness fault is never scored), and how many were harness faults."""
+    scored = [t for t in trajs if not t.is_harness_fault]
+    by_level: dict[str, list[bool]] = {}
+    for t in scored:
+        by_level.setdefault(str(t.level), []).append(t.success)
+    return {
+        "success_rate": sum(t.success for t in scored) / max(len(scored), 1),
+        "success_by_level": {k: sum(v) / len(v) for k, v in sorted(by_level.items())},
+        "episodes": len(scored),
+        "harness_faults": len(trajs) - len(scored),
+    }
 
 
 def eval_metrics(point: dict[str, Any]) -> dict[str, float]:
@@ -239,6 +272,8 @@ def eval_metrics(point: dict[str, Any]) -> dict[str, float]:
             out[f"eval/{key}"] = point[key]
     if "general_accuracy" in point:
         out["eval/general_accuracy"] = point["general_accuracy"]
+    if "program" in point:
+        out["eval/program_success_rate"] = point["program"]["success_rate"]
     return out
 
 
