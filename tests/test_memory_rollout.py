@@ -14,6 +14,7 @@ from agentrl.config.memory import MemoryConfig
 from agentrl.engine.decoder import Engine
 from agentrl.envs import make
 from agentrl.envs.tasks.weather import CITIES
+from agentrl.memory.demos import memory_rows
 from agentrl.policy.generate import Sample
 from agentrl.rollout import EpisodeSpec, run_episodes
 from agentrl.types import RewardBreakdown
@@ -97,6 +98,27 @@ def test_scripted_long_episode_segments_are_token_exact(tiny_policy, every, n_se
                f"temperature_c={temp}" in note  # fmt: skip
 
 
+@pytest.mark.parametrize("every", [1, 2])
+def test_memory_demonstrations_are_the_rollouts_own_contexts(tiny_policy, every):
+    """A warm-start demonstration cut by ``memory_rows`` is, context by context, the ids and
+    loss mask the rollout stores when it plays the same turns with the same memory."""
+    _, tok = tiny_policy
+    cfg = MemoryConfig(enabled=True, hot_turns=3, warm_turns=4, cold_top_k=1, rewrite_every=every)
+    _, traj = play(tok, cfg)
+    tools = make("weather", fault_rate=0.0, max_turns=40).tool_schemas
+    rows = memory_rows(tok, traj.messages, tools, cfg)
+    segs = traj.contexts()
+    assert len(rows) == len(segs) > 1
+    for (ids, mask), seg in zip(rows, segs, strict=True):
+        assert ids == seg.token_ids
+        assert mask == seg.loss_mask
+    # each of the 13 assistant turns is trained in exactly one context
+    assert sum(m.count(1) for _, m in rows) == sum(s.loss_mask.count(1) for s in segs)
+    # memory off: one row, the whole conversation
+    plain = memory_rows(tok, traj.messages, tools, MemoryConfig(enabled=True, hot_turns=20))
+    assert len(plain) == 1
+
+
 def test_memory_off_is_the_plain_rollout(tiny_policy):
     _, tok = tiny_policy
     _, plain = play(tok, None, calls=6)
@@ -178,3 +200,28 @@ def test_tiny_model_memory_rollout_logprobs_match_training_forward(tiny_policy):
     assert torch.allclose(logp[m], batch.old_logp[m], atol=2e-3), (
         (logp[m] - batch.old_logp[m]).abs().max()
     )
+
+
+def test_training_evaluation_and_eval_cli_play_with_the_runs_memory(tiny_policy, tmp_path):
+    """``rollout.memory`` reaches every loop that plays episodes: the RL step's rollout, the
+    held-out evaluation, and ``agentrl eval`` of a run directory (its config.yaml)."""
+    from agentrl.config import build_config, save_config
+    from agentrl.eval.api import run_settings
+    from agentrl.eval.runner import evaluate
+    from agentrl.train.step import collect
+
+    _, tok = tiny_policy
+    cfg = build_config({}, ["rollout.memory.enabled=true", "rollout.memory.hot_turns=3",
+                            "rollout.max_total_tokens=4096"])  # fmt: skip
+    env_fn = lambda: make("weather", fault_rate=0.0, max_turns=40)  # noqa: E731
+    specs = [EpisodeSpec(seed=3, level=1)]
+    trajs, _ = collect(LongScript(tok, 12), env_fn, specs, cfg.rollout, 1.0)
+    assert len(trajs[0].contexts()) == 10  # hot_turns 3: a rewrite before each of turns 4-12
+    _, played = evaluate(LongScript(tok, 12), env_fn, episodes=1, levels=[1], seed0=3,
+                         max_total_tokens=4096, memory=cfg.rollout.memory)  # fmt: skip
+    assert len(played[0].contexts()) == 10
+    save_config(cfg, tmp_path / "config.yaml")
+    assert run_settings(str(tmp_path))["memory"] == cfg.rollout.memory
+    plain = build_config({}, [])
+    save_config(plain, tmp_path / "config.yaml")
+    assert "memory" not in run_settings(str(tmp_path))

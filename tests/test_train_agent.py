@@ -165,3 +165,9 @@ def test_held_out_evaluation_runs_through_the_program_greedily(tiny_dir, tmp_pat
     eval_sessions = {t["info"]["session"] for t in _lines(run / "eval_after_program.jsonl")}
     greedy = [r for r in records if r["session"] in eval_sessions]
     assert greedy and all(r["sampling"] == [True, 0.0, 1.0] for r in greedy)
+
+
+def test_an_agent_program_with_rollout_memory_is_refused_by_name(tmp_path):
+    cfg = build_config({}, [f"train.run_dir={tmp_path / 'run'}", "rollout.memory.enabled=true"])
+    with pytest.raises(ValueError, match="rollout.memory"):
+        train(cfg, progress=False, agent=AgentProgram(SCORED))

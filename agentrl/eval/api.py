@@ -70,6 +70,8 @@ def run_settings(policy: str) -> dict[str, Any]:
         "imports": list(cfg.task.imports),
         "max_new_tokens": cfg.rollout.max_new_tokens,
         "max_total_tokens": cfg.rollout.max_total_tokens,
+        # a run trained with hierarchical memory is evaluated with the same memory
+        **({"memory": cfg.rollout.memory} if cfg.rollout.memory.enabled else {}),
     }
 
 
@@ -91,15 +93,20 @@ def evaluate_model(
     search: int = 1,
     depth: int = 1,
     value: str = "layers",
+    memory: Any = None,
 ) -> tuple[dict[str, Any], list]:
     """Greedy evaluation on held-out seeds; returns (report, trajectories). ``general``: also
     the general-capability check (``report["general"]``). ``env_kwargs`` go to ``make``.
     ``weights="start"``: a run directory's weights when RL began (after its warm start).
     ``search`` > 1: tree search with K = ``search`` candidates per turn, each played
     ``depth`` turns (``agentrl.planning.search``); ``report["search"]`` holds its cost.
-    ``value="critic"``: branches still running are scored by the PPO run's critic."""
+    ``value="critic"``: branches still running are scored by the PPO run's critic.
+    ``memory``: a run's ``rollout.memory`` (episodes played with hierarchical memory)."""
     if search < 1 or depth < 1:
         raise ValueError(f"--search and --depth must be >= 1, got {search} and {depth}")
+    if search > 1 and memory is not None and memory.enabled:
+        raise ValueError("--search plays whole histories: not for a run trained with "
+                         "rollout.memory")  # fmt: skip
     import_env_modules(imports or [])
     kwargs = dict(env_kwargs or {})
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
@@ -139,6 +146,7 @@ def evaluate_model(
             seed0=seed0,
             max_new_tokens=max_new_tokens,
             max_total_tokens=max_total_tokens,
+            memory=memory,
         )
     report = {"model": model_or_run_dir, "weights": weights, "task": task, **report, **extra}
     if general:

@@ -65,9 +65,11 @@ def evaluate(
     max_new_tokens: int = 96,
     max_total_tokens: int = 1024,
     batch_size: int = 64,
+    memory: Any = None,
 ) -> tuple[dict[str, Any], list[Trajectory]]:
     """Greedy evaluation on ``episodes`` fixed held-out seeds; returns (summary, trajectories).
-    The summary adds ``call_decomposition_accuracy`` (``agentrl.eval.decomposition``)."""
+    The summary adds ``call_decomposition_accuracy`` (``agentrl.eval.decomposition``).
+    ``memory``: ``rollout.memory``, to play the episodes with hierarchical memory."""
     from agentrl.eval.decomposition import call_decomposition
 
     specs = eval_specs(episodes, levels, seed0)
@@ -80,5 +82,6 @@ def evaluate(
             greedy=True,
             max_new_tokens=max_new_tokens,
             max_total_tokens=max_total_tokens,
+            memory=memory,
         )
     return {**summarize(trajs), **call_decomposition(trajs, specs, make_env)}, trajs

@@ -88,8 +88,9 @@ class Recorder:
     session's records in memory until ``take`` (the trainer reads them this way).
     ``sampling``: (greedy, temperature, top_p) forced on every request (the trainer sets its
     rollout temperature, so the recorded log-probs are the ones it trains with); None = the
-    request's own; each record repeats it (``sampling``). ``max_new``: a cap on every reply's tokens (the trainer's
-    ``rollout.max_new_tokens``). ``version``: written into each record (the trainer's step).
+    request's own; each record repeats it. ``max_new``: a cap on every reply's tokens (the
+    trainer's ``rollout.max_new_tokens``). ``version``: written into each record (the
+    trainer's step).
     """
 
     def __init__(self, tokenizer: Any, directory: str | Path | None = None, *,

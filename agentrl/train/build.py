@@ -22,9 +22,10 @@ from agentrl.engine.shadow import decode_dtype
 from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.envs.reference import run_reference_episode
+from agentrl.memory.demos import memory_rows
 from agentrl.policy.loading import load_policy
 from agentrl.precision import autocast_dtype
-from agentrl.sft import sft_train
+from agentrl.sft import sft_train, train_rows
 from agentrl.tools import runtime as tools_runtime
 
 
@@ -116,14 +117,24 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
     env_ids = cfg.curriculum.env_ids() if cfg.curriculum.staged else None
     demos = collect_demos(make_env, t.warmstart_demos, t.warmstart_levels, t.warmstart_seed,
                           env_ids)  # fmt: skip
-    console.print(f"warm start: SFT on {len(demos)} reference demonstrations")
     device = next(model.parameters()).device
     # whole demonstrations: a shop or ledger episode runs past sft_train's default 1,024
     # tokens, and a cut one never shows the final answer
     max_len = max(1024, cfg.rollout.max_total_tokens)
-    sft_train(model, tok, demos, epochs=t.warmstart_epochs, lr=t.warmstart_lr, seed=t.seed,
-              progress=progress, desc="warm start", max_len=max_len,
-              amp_dtype=autocast_dtype(t.autocast, str(device)))  # fmt: skip
+    kwargs = {"epochs": t.warmstart_epochs, "lr": t.warmstart_lr, "seed": t.seed,
+              "progress": progress, "desc": "warm start",
+              "amp_dtype": autocast_dtype(t.autocast, str(device))}  # fmt: skip
+    memory = cfg.rollout.memory
+    if not memory.enabled:
+        console.print(f"warm start: SFT on {len(demos)} reference demonstrations")
+        sft_train(model, tok, demos, max_len=max_len, **kwargs)
+        return
+    # with memory, each demonstration as the contexts a memory rollout would see
+    rows = [(ids[:max_len], mask[:max_len]) for msgs, tools in demos
+            for ids, mask in memory_rows(tok, msgs, tools, memory)]  # fmt: skip
+    console.print(f"warm start: SFT on {len(demos)} reference demonstrations "
+                  f"({len(rows)} memory contexts)")  # fmt: skip
+    train_rows(model, tok, rows, **kwargs)
 
 
 @dataclass

@@ -73,6 +73,10 @@ def _train_run(
     agent: AgentProgram | None = None,
 ) -> dict[str, Any]:
     console = run.console
+    if agent is not None and cfg.rollout.memory.enabled:
+        raise ValueError("rollout.memory shapes agentrl's own rollout; an --agent program "
+                         "keeps its own history (a rewrite is recorded as a new segment): "
+                         "set rollout.memory.enabled=false")  # fmt: skip
     make_env = env_factory(cfg)  # a bad env or a missing extra fails here, before model work
     check_installed(cfg)  # so does a metric sink whose package is missing
     seed_everything(cfg.train.seed)

@@ -80,7 +80,7 @@ class Run:
         summary, trajs = evaluate(
             generator, make_env, episodes=c.train.eval_episodes, levels=c.train.eval_levels,
             seed0=c.train.eval_seed, max_new_tokens=c.rollout.max_new_tokens,
-            max_total_tokens=c.rollout.max_total_tokens,
+            max_total_tokens=c.rollout.max_total_tokens, memory=c.rollout.memory,
         )  # fmt: skip
         if program is not None:
             specs = eval_specs(c.train.eval_episodes, c.train.eval_levels, c.train.eval_seed)

@@ -164,7 +164,7 @@ def collect(generator, make_env, specs, ro, temperature: float) -> tuple[list[Tr
     if ro.search_k == 1:
         trajs = run_episodes(generator, make_env, specs, max_new_tokens=ro.max_new_tokens,
                              max_total_tokens=ro.max_total_tokens, temperature=temperature,
-                             top_p=ro.top_p)  # fmt: skip
+                             top_p=ro.top_p, memory=ro.memory)  # fmt: skip
         return trajs, {}
     trajs, cost = search_rollout(generator, make_env, specs, k=ro.search_k,
                                  depth=ro.search_depth, temperature=temperature, top_p=ro.top_p,
