@@ -22,16 +22,45 @@ from agentrl.types import Message
 Example = tuple[list[Message], list[dict[str, Any]] | None]
 
 
-def masked_lm_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def masked_lm_loss(logits: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor,
+                   denominator: int | None = None) -> torch.Tensor:  # fmt: skip
     """Mean next-token cross-entropy over positions whose *target* has mask 1.
 
     logits (B, T, V), ids (B, T), mask (B, T) with 1 where the token is trained on.
+    ``denominator``: divide the summed loss by this count instead (a micro-batch's share of
+    a whole batch's mean).
     """
     logp = F.log_softmax(logits[:, :-1].float(), dim=-1)  # (B, T-1, V)
     tgt = ids[:, 1:]  # (B, T-1)
     nll = -logp.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)  # (B, T-1)
     m = mask[:, 1:].to(nll.dtype)  # (B, T-1)
+    if denominator is not None:
+        return (nll * m).sum() / denominator
     return (nll * m).sum() / m.sum().clamp(min=1.0)
+
+
+def vocab_size(model: Any) -> int:
+    """The width of ``model``'s logits."""
+    return int(model.get_output_embeddings().weight.shape[0])
+
+
+def micro_batches(rows: list[tuple[list[int], list[int]]], max_logits: int | None,
+                  vocab: int) -> list[list[tuple[list[int], list[int]]]]:  # fmt: skip
+    """``rows`` in order, cut into runs whose padded logits (rows x longest x ``vocab``) stay
+    within ``max_logits`` (a row alone may exceed it); one run when ``max_logits`` is None."""
+    if max_logits is None:
+        return [rows]
+    parts: list[list[tuple[list[int], list[int]]]] = []
+    longest = 0
+    for row in rows:
+        grown = max(longest, len(row[0]))
+        if parts and (len(parts[-1]) + 1) * grown * vocab <= max_logits:
+            parts[-1].append(row)
+            longest = grown
+        else:
+            parts.append([row])
+            longest = len(row[0])
+    return parts
 
 
 def lr_at(step: int, total: int, base_lr: float, warmup: int, schedule: str = "cosine") -> float:
@@ -117,6 +146,7 @@ def train_rows(
     weight_decay: float = 0.0,
     group_by_length: bool = True,
     amp_dtype: torch.dtype | None = None,
+    max_logits: int | None = None,
 ) -> dict[str, Any]:
     """Train on pre-tokenized ``(ids, loss_mask)`` rows; the loop behind ``sft_train``.
 
@@ -126,6 +156,10 @@ def train_rows(
     ``group_by_length`` batches rows of similar length (less padding); plain shuffled batches
     learn copy drills markedly faster, so the tiny model's drill phase turns it off.
     ``amp_dtype``: autocast the forward in this dtype (``train.autocast``).
+    ``max_logits``: split a batch into micro-batches of at most this many logits (padded rows x
+    length x vocabulary; one row at least) and accumulate their gradients: the same loss (token
+    mean over the whole batch) in a fraction of the memory, for long rows and big vocabularies
+    (a SmolLM2 batch of 8 x 2,560 tokens needs ~50 GB whole). None: the batch in one forward.
     """
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -142,16 +176,21 @@ def train_rows(
         for step, idx in enumerate(plan):
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, len(plan), lr, warmup_steps, schedule)
-            ids, loss_mask, attn = collate([rows[i] for i in idx], pad_id)
-            with autocast(ids.device, amp_dtype):
-                logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)
-                loss = masked_lm_loss(logits.float(), ids, loss_mask)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            batch = [rows[i] for i in idx]
+            trained = sum(sum(m[1:]) for _, m in batch)  # target positions of the whole batch
+            loss_value = 0.0
+            for part in micro_batches(batch, max_logits, vocab_size(model)):
+                ids, loss_mask, attn = collate(part, pad_id)
+                with autocast(ids.device, amp_dtype):
+                    logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)
+                    loss = masked_lm_loss(logits.float(), ids, loss_mask, max(trained, 1))
+                loss.backward()
+                loss_value += loss.item()
+                tokens += int(attn.sum())
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            tokens += int(attn.sum())
-            recent = (recent + [loss.item()])[-10:]
+            recent = (recent + [loss_value])[-10:]
             advance(f"{desc} loss {sum(recent) / len(recent):.4f}")
     model.eval()
     final = sum(recent) / len(recent) if recent else float("nan")

@@ -59,3 +59,40 @@ def test_loss_drops_and_is_deterministic(tok) -> None:
     first2 = sft_train(again, tok, data, epochs=1, lr=1e-2, batch_size=4, progress=False)
     assert first2["final_loss"] == pytest.approx(first["final_loss"], rel=1e-5)
     assert first2["tokens"] == first["tokens"]
+
+
+def test_micro_batches_give_the_whole_batch_loss_and_gradients(tiny_policy) -> None:
+    """Cut into micro-batches by ``max_logits``, a batch's loss and every gradient equal the
+    whole batch's (the same token mean), and the cut respects the budget."""
+    import copy
+
+    from agentrl.sft import collate, micro_batches, vocab_size
+
+    model, tok = tiny_policy
+    rows = [(list(range(3, 3 + n)), [0] * (n // 2) + [1] * (n - n // 2)) for n in (9, 30, 17, 5)]
+    vocab = vocab_size(model)
+    parts = micro_batches(rows, 2 * 30 * vocab, vocab)
+    assert [len(p) for p in parts] == [2, 2] and sum(parts, []) == rows
+    assert all(len(p) * max(len(r[0]) for r in p) * vocab <= 2 * 30 * vocab for p in parts)
+    assert [len(p) for p in micro_batches(rows, 34 * vocab, vocab)] == [1, 1, 2]
+    assert micro_batches(rows, None, vocab) == [rows]
+
+    def grads(pieces):
+        m = copy.deepcopy(model)
+        total = sum(sum(mask[1:]) for _, mask in rows)
+        value = 0.0
+        for piece in pieces:
+            ids, mask, attn = collate(piece, 0)
+            loss = masked_lm_loss(m(input_ids=ids, attention_mask=attn).logits, ids, mask, total)
+            loss.backward()
+            value += loss.item()
+        return value, [p.grad.clone() for p in m.parameters()]
+
+    whole, g_whole = grads([rows])
+    cut, g_cut = grads(parts)
+    ids, mask, attn = collate(rows, 0)
+    assert whole == pytest.approx(masked_lm_loss(model(input_ids=ids, attention_mask=attn).logits,
+                                                 ids, mask).item(), rel=1e-6)  # fmt: skip
+    assert cut == pytest.approx(whole, rel=1e-5)
+    for a, b in zip(g_cut, g_whole, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)

@@ -109,6 +109,14 @@ def collect_demos(
     return demos
 
 
+#: The warm start's micro-batches hold at most this many logits (rows x length x vocabulary,
+#: 0.5 GB in fp32): SmolLM2 (49,152 entries) then takes ~2,700 tokens per forward, ~7 GB at
+#: peak; the whole batch of 8 long shop or ledger demonstrations needs 50 GB or more (the
+#: shop's warm start was killed for memory at 24 GB). The tiny model (2,052 entries) never
+#: splits a batch.
+WARMSTART_MAX_LOGITS = 2**27
+
+
 def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bool) -> None:
     """SFT on ``train.warmstart_demos`` reference demonstrations (none when it is 0)."""
     t = cfg.train
@@ -123,7 +131,8 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
     max_len = max(1024, cfg.rollout.max_total_tokens)
     kwargs = {"epochs": t.warmstart_epochs, "lr": t.warmstart_lr, "seed": t.seed,
               "progress": progress, "desc": "warm start",
-              "amp_dtype": autocast_dtype(t.autocast, str(device))}  # fmt: skip
+              "amp_dtype": autocast_dtype(t.autocast, str(device)),
+              "max_logits": WARMSTART_MAX_LOGITS}  # fmt: skip
     memory = cfg.rollout.memory
     if not memory.enabled:
         console.print(f"warm start: SFT on {len(demos)} reference demonstrations")
