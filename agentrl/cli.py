@@ -23,8 +23,8 @@ console = Console(stderr=True)
 
 
 def _fail(message: str) -> None:
-    # escape: a message like "pip install 'agentrl[tasks]'" is text, not rich markup
-    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line
+    # escape: "pip install 'agentrl[tasks]'" is text, not markup; soft_wrap: one line
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -341,17 +341,17 @@ def envs() -> None:
     """List registered environments."""
     from agentrl.envs import list_envs
 
-    for name in list_envs():
-        typer.echo(name)
+    typer.echo("\n".join(list_envs()))
 
 
 def _report(summary: dict) -> None:
     before, after = summary.get("success_before"), summary.get("success_after")
     if before is not None and after is not None:
-        console.print(
-            f"[bold]held-out success: {before:.3f} -> {after:.3f}[/] "
-            f"({summary['episodes']} episodes) run_dir={summary['run_dir']}"
-        )
+        console.print(f"[bold]held-out success: {before:.3f} -> {after:.3f}[/] "
+                      f"({summary['episodes']} episodes) run_dir={summary['run_dir']}")  # fmt: skip
+    if summary.get("program_success_after") is not None:  # a train --agent run
+        console.print("through the program: {program_success_before:.3f} -> "
+                      "{program_success_after:.3f}".format(**summary))  # fmt: skip
 
 
 sandbox_app = typer.Typer(help="The code-interpreter sandbox (bubblewrap).", no_args_is_help=True)
