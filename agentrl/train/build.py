@@ -110,7 +110,7 @@ def collect_demos(
 
 
 #: The warm start's micro-batches hold at most this many logits (rows x length x vocabulary,
-#: 0.5 GB in fp32): SmolLM2 (49,152 entries) then takes ~2,700 tokens per forward, ~7 GB at
+#: 0.5 GB in fp32): SmolLM2 (49,152 entries) then takes ~2,700 tokens per forward, 8.3 GB at
 #: peak; the whole batch of 8 long shop or ledger demonstrations needs 50 GB or more (the
 #: shop's warm start was killed for memory at 24 GB). The tiny model (2,052 entries) never
 #: splits a batch.
