@@ -160,8 +160,8 @@ def test_segments_share_the_episode_advantage_and_baselines_count_episodes():
     row_adv = broadcast_to_rows(adv, owner)  # (R,)
     expected = [1.0, 1.0, 1.0, -1.0, 1.0, 1.0, -1.0, 0.0, 0.0, 0.0, 0.0]
     assert torch.allclose(row_adv, torch.tensor(expected), atol=1e-4)
-    batch, b_adv, b_owner = segment_batch(trajs, adv, valid, pad_id=0)
-    assert batch.input_ids.shape == (11, 3) and torch.equal(b_adv, row_adv)
+    batch, b_owner = segment_batch(trajs, valid, pad_id=0)
+    assert batch.input_ids.shape == (11, 3) and torch.equal(b_owner, owner)
     assert batch.input_ids[0].tolist() == [300, 7, 8] and batch.mask[0].tolist() == [1.0, 1.0]
     assert batch.old_logp[2].tolist() == pytest.approx([-0.1, -0.2])
     assert batch.mask[7:].sum() == 0  # every segment of the harness fault is masked

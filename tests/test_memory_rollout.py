@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from agentrl.algos.forward import forward_logprobs
-from agentrl.algos.segments import segment_batch
+from agentrl.algos.segments import broadcast_to_rows, segment_batch
 from agentrl.chat.render import encode_prompt, render_text, stop_token_ids, tokenize
 from agentrl.config.memory import MemoryConfig
 from agentrl.engine.decoder import Engine
@@ -190,8 +190,8 @@ def test_tiny_model_memory_rollout_logprobs_match_training_forward(tiny_policy):
         note = t.segments[-1].messages[2]["content"]
         assert note.startswith("[memory]") and "t2 " in note and '"n": 4' in str(t.segments[-1])
     adv = torch.tensor([0.5, -0.5])
-    batch, row_adv, owner = segment_batch(trajs, adv, torch.ones(2, dtype=torch.bool),
-                                          tok.pad_token_id)  # fmt: skip
+    batch, owner = segment_batch(trajs, torch.ones(2, dtype=torch.bool), tok.pad_token_id)
+    row_adv = broadcast_to_rows(adv, owner)  # (R,)
     assert owner.tolist() == [0] * 4 + [1] * 4 and row_adv.tolist() == [0.5] * 4 + [-0.5] * 4
     with torch.no_grad():
         logp, _ = forward_logprobs(model, batch, temperature=1.0)

@@ -47,13 +47,10 @@ def broadcast_to_rows(
 
 def segment_batch(
     trajs: list[Trajectory],
-    advantages: torch.Tensor,  # (N,) per-episode advantages
     valid: torch.Tensor,  # (N,) bool per-episode validity
     pad_id: int,
-) -> tuple[Batch, torch.Tensor, torch.Tensor]:
-    """The rollout tensors of every segment row (``build_batch``), with the rows' advantages
-    (R,) and the row -> episode index (R,)."""
+) -> tuple[Batch, torch.Tensor]:
+    """The rollout tensors of every segment row (``build_batch``, a row valid when its episode
+    is) and the row -> episode index (R,), to spread advantages with ``broadcast_to_rows``."""
     rows, owner = segment_rows(trajs)
-    row_valid = broadcast_to_rows(valid, owner)  # (R,)
-    batch = build_batch(rows, row_valid, pad_id)
-    return batch, broadcast_to_rows(advantages, owner), owner
+    return build_batch(rows, broadcast_to_rows(valid, owner), pad_id), owner

@@ -16,12 +16,12 @@ from typing import Any
 import torch
 
 from agentrl.algos import schedules
-from agentrl.algos.batch import TRUNCATED, Batch, build_batch, episode_validity
+from agentrl.algos.batch import TRUNCATED, Batch, episode_validity
 from agentrl.algos.forward import reference_logprobs
 from agentrl.algos.grpo import compute_advantages, grpo_update
 from agentrl.algos.kl import KLController
 from agentrl.algos.ppo import ppo_signals, ppo_update
-from agentrl.algos.segments import broadcast_to_rows, segment_rows
+from agentrl.algos.segments import broadcast_to_rows, segment_batch
 from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
 from agentrl.planning.search_train import episodes_only, search_rollout
@@ -128,8 +128,7 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     valid = episode_validity(trajs, resolve_truncation(cfg))  # (N,)
     raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
     rewards = state.normalizer(raw, valid)  # (N,)
-    rows, owner = segment_rows(trajs)  # one row per context: R >= N (segmented episodes)
-    batch = build_batch(rows, broadcast_to_rows(valid, owner), pad_id)  # (R, T)
+    batch, owner = segment_batch(trajs, valid, pad_id)  # a row per context: R >= N rows
     extra_rollout: dict[str, float] = {}
     with autocast(_device(rl.policy), amp):
         if not getattr(generator, "decodes_own_weights", True):
