@@ -130,20 +130,27 @@ def search_episodes(
     return trajs, cost
 
 
-def _search_episode(generator, make_env, spec, k, depth, temperature, max_new, max_total, cost,
-                    scorer):  # fmt: skip
-    tok = generator.tokenizer
+def start_line(tok, make_env, spec, max_total: int) -> tuple[_Line, str]:
+    """A new episode's line from ``spec`` (ended at once when its prompt is over
+    ``max_total``) and its task id."""
     env = make_env()
     messages, info = env.reset(seed=spec.seed, options={"level": spec.level})
     line = _Line(env, encode_prompt(tok, messages, env.tool_schemas))
     if len(line.ids) >= max_total:
         _end(line, "length")
+    return line, str(info.get("task_id", spec.seed))
+
+
+def _search_episode(generator, make_env, spec, k, depth, temperature, max_new, max_total, cost,
+                    scorer):  # fmt: skip
+    tok = generator.tokenizer
+    line, task_id = start_line(tok, make_env, spec, max_total)
     while line.ended is None:
         sample = _best_candidate(generator, make_env, line, k, depth, temperature, max_new,
                                  max_total, cost, scorer)  # fmt: skip
         cost.episode_tokens += len(sample.ids)
         _play(line, sample, tok, max_total)
-    return _trajectory(line, spec, str(info.get("task_id", spec.seed)))
+    return _trajectory(line, spec, task_id)
 
 
 def _best_candidate(generator, make_env, line, k, depth, temperature, max_new, max_total, cost,
@@ -155,8 +162,13 @@ def _best_candidate(generator, make_env, line, k, depth, temperature, max_new, m
         return greedy
     candidates, branches = expand_turn(generator, make_env, line, k, depth, temperature,
                                        max_new, max_total, cost, scorer)  # fmt: skip
+    return best_of(candidates, branches)
+
+
+def best_of(candidates: list[Any], branches: list[_Line]) -> Any:
+    """The candidate whose branch is worth most; ties: the earliest (the greedy one first)."""
     values = [b.value for b in branches]
-    return candidates[values.index(max(values))]  # ties: the earliest, the greedy one first
+    return candidates[values.index(max(values))]
 
 
 def expand_turn(generator, make_env, line, k, depth, temperature, max_new, max_total, cost,

@@ -28,8 +28,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentrl.chat.render import encode_prompt
-from agentrl.planning.search import SearchCost, _end, _Line, _play, _trajectory, expand_turn
+from agentrl.planning.search import (
+    SearchCost,
+    _Line,
+    _play,
+    _trajectory,
+    best_of,
+    expand_turn,
+    start_line,
+)
 from agentrl.rollout import EpisodeSpec
 from agentrl.types import RewardBreakdown, Trajectory
 
@@ -87,11 +94,7 @@ def search_rollout(
     episodes, siblings = [], []
     tok = generator.tokenizer
     for n, spec in enumerate(specs):
-        env = make_env()
-        messages, info = env.reset(seed=spec.seed, options={"level": spec.level})
-        line = _Line(env, encode_prompt(tok, messages, env.tool_schemas))
-        if len(line.ids) >= max_total_tokens:
-            _end(line, "length")
+        line, task_id = start_line(tok, make_env, spec, max_total_tokens)
         while line.ended is None:
             candidates, branches = expand_turn(
                 generator, make_env, line, k, depth, temperature, max_new_tokens,
@@ -100,10 +103,9 @@ def search_rollout(
             group = next(ids)
             siblings += [sibling_trajectory(line, c, b, group, n, spec)
                          for c, b in zip(candidates, branches, strict=True)]  # fmt: skip
-            values = [b.value for b in branches]
-            best = candidates[values.index(max(values))]
+            best = best_of(candidates, branches)
             cost.episode_tokens += len(best.ids)
             _play(line, best, tok, max_total_tokens)
-        episodes.append(_trajectory(line, spec, str(info.get("task_id", spec.seed))))
+        episodes.append(_trajectory(line, spec, task_id))
     cost.seconds = time.perf_counter() - start
     return episodes + siblings, cost
