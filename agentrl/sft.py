@@ -171,7 +171,7 @@ def train_rows(
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
     model.train()
     recent: list[float] = []
-    tokens = 0
+    tokens, vocab = 0, vocab_size(model)
     with _progress(progress, desc, len(plan)) as advance:
         for step, idx in enumerate(plan):
             for g in opt.param_groups:
@@ -180,7 +180,7 @@ def train_rows(
             batch = [rows[i] for i in idx]
             trained = sum(sum(m[1:]) for _, m in batch)  # target positions of the whole batch
             loss_value = 0.0
-            for part in micro_batches(batch, max_logits, vocab_size(model)):
+            for part in micro_batches(batch, max_logits, vocab):
                 ids, loss_mask, attn = collate(part, pad_id)
                 with autocast(ids.device, amp_dtype):
                     logits = model(input_ids=ids, attention_mask=attn).logits  # (B, T, V)

@@ -26,7 +26,7 @@ from agentrl.checkpoint import (
 )
 from agentrl.config import Config, save_config
 from agentrl.eval.general import general_check
-from agentrl.eval.runner import eval_specs, evaluate
+from agentrl.eval.runner import eval_specs, evaluate, summarize
 from agentrl.monitor.alerts import AlertMonitor
 from agentrl.monitor.curves import EVAL_LOG
 from agentrl.monitor.metrics import JsonlSink, read_jsonl
@@ -250,15 +250,9 @@ def program_summary(trajs: list[Trajectory]) -> dict[str, Any]:
     """An agent program's held-out episodes: success overall and per level over the episodes
     it finished (a harness fault is never scored), and how many were harness faults."""
     scored = [t for t in trajs if not t.is_harness_fault]
-    by_level: dict[str, list[bool]] = {}
-    for t in scored:
-        by_level.setdefault(str(t.level), []).append(t.success)
-    return {
-        "success_rate": sum(t.success for t in scored) / max(len(scored), 1),
-        "success_by_level": {k: sum(v) / len(v) for k, v in sorted(by_level.items())},
-        "episodes": len(scored),
-        "harness_faults": len(trajs) - len(scored),
-    }
+    summary = summarize(scored)
+    return {**{k: summary[k] for k in ("success_rate", "success_by_level", "episodes")},
+            "harness_faults": len(trajs) - len(scored)}  # fmt: skip
 
 
 def eval_metrics(point: dict[str, Any]) -> dict[str, float]:
