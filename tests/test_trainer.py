@@ -182,3 +182,26 @@ def test_a_bad_env_fails_before_any_model_work(tmp_path, monkeypatch):
     cfg = build_config({}, ["task.env=no_such_env", f"train.run_dir={tmp_path / 'run'}"])
     with pytest.raises(ValueError, match="no environment registered as 'no_such_env'"):
         train(cfg, progress=False)
+
+
+def test_a_run_of_zero_steps_evaluates_once(tiny_dir, tmp_path, monkeypatch):
+    """steps=0 (a warm start measured alone): the weights after equal the weights before, so
+    the held-out episodes are played once and the summary's after is the before."""
+    from agentrl.train import run as run_module
+
+    calls = []
+    real = run_module.Run.evaluate
+
+    def counting(self, *args, **kwargs):
+        calls.append(args[2])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(run_module.Run, "evaluate", counting)
+    run = tmp_path / "run"
+    summary = train(_small(tiny_dir, run, "train.steps=0", "train.eval_episodes=4"),
+                    progress=False)  # fmt: skip
+    assert calls == ["before"]
+    assert summary["success_after"] == summary["success_before"]
+    assert summary["eval_after"] == summary["eval_before"]
+    curve = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
+    assert [c["step"] for c in curve] == [0]
