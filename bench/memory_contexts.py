@@ -6,8 +6,8 @@ same weights and held-out seeds (greedy), only what the prompt holds changes. ``
 picks some of ``memory``, ``last``, ``full``; ``memory`` and ``last`` use the run's
 ``rollout.memory`` (or its defaults when the run trained without memory) with its hot turns
 and rewrite period; ``full`` plays the whole history within ``--full-tokens`` (the ledger's
-level 3 needs ~5,500 of SmolLM2's 8,192 positions). Prints success overall and per level, the
-share of episodes that ran out of tokens, and seconds. Not a test: prints figures.
+level 3 needs ~5,500 of SmolLM2's 8,192 positions). Prints success overall and per level, how
+episodes ended (answer, max_turns, length) and seconds. Not a test: prints figures.
 
     python bench/memory_contexts.py runs/ledger_ws_memory --json /tmp/contexts.json
     python bench/memory_contexts.py runs/ledger_ws_full --weights start --modes full,memory

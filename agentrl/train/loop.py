@@ -133,10 +133,10 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
                     on_step(step + 1)
                 if run.stop_requested(step + 1):
                     break
-        if evals and not run.interrupted and steps == 0 and state.eval_before:
-            after = state.eval_before  # no step trained: the same weights, seeds and decoding
-        elif evals and not run.interrupted:
-            after = _evaluate(run, generator, make_env, "after", steps, collector)
+        if evals and not run.interrupted:
+            after = state.eval_before  # no step trained: the same weights, seeds, decoding
+            if steps > 0 or not after:
+                after = _evaluate(run, generator, make_env, "after", steps, collector)
     if cfg.train.save_model and not run.interrupted:
         save_final(rl, tok, cfg, run.dir)
     return run.summary(state.eval_before, after)
