@@ -64,6 +64,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="torch threads (1: steady timings on a shared machine; 0: torch's own)",
     )
     p.add_argument("--rewrite-every", type=int, default=1, help="rollout.memory.rewrite_every")
+    p.add_argument(
+        "--budget", type=int, default=160, help="rollout.memory.budget_tokens (the note's budget)"
+    )
+    p.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help="comma-separated modes to run; 'memory' is needed for the goals' ratios",
+    )
     p.add_argument("--mode", choices=MODES, default=None, help="(internal) run one mode")
     return p.parse_args(argv)
 
@@ -174,7 +182,9 @@ def run_mode(args) -> dict:
     script = script_ids(tok, args.turns)
     memory = None
     if args.mode == "memory":
-        memory = MemoryConfig(enabled=True, rewrite_every=args.rewrite_every)
+        memory = MemoryConfig(
+            enabled=True, rewrite_every=args.rewrite_every, budget_tokens=args.budget
+        )
     dry = Script(tok, script)
     play(dry, memory, 1, args.turns, 1 << 16)
     capacity = max(dry.seen) + max(map(len, script)) + 8
@@ -214,22 +224,30 @@ def main(argv=None) -> dict:
     if args.mode is not None:
         print(json.dumps(run_mode(args)))
         return {}
-    out: dict = {"model": args.model, "rows": args.rows, "turns": args.turns}
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown or "memory" not in modes:
+        sys.exit(f"--modes: needs 'memory' and only {', '.join(MODES)}; got {args.modes!r}")
+    out: dict = {"model": args.model, "rows": args.rows, "turns": args.turns,
+                 "budget_tokens": args.budget}  # fmt: skip
     results = {}
-    for mode in MODES:
+    for mode in modes:
         cmd = [sys.executable, __file__, "--mode", mode, "--model", args.model, "--rows",
                str(args.rows), "--turns", str(args.turns), "--threads", str(args.threads),
-               "--rewrite-every", str(args.rewrite_every)]  # fmt: skip
+               "--rewrite-every", str(args.rewrite_every),
+               "--budget", str(args.budget)]  # fmt: skip
         done = subprocess.run(cmd, check=True, capture_output=True, text=True)
         results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
     for key in ("prompt_tokens", "s_per_turn", "kv_mb", "peak_rss_mb", "episode_s",
                 "segments"):  # fmt: skip
-        out[key] = {mode: results[mode][key] for mode in MODES}
-    mem, full = results["memory"], results["full"]
+        out[key] = {mode: results[mode][key] for mode in modes}
+    mem = results["memory"]
     last = str(max(int(t) for t in mem["prompt_tokens"]))
     out["prompt_ratio_30_5"] = mem["prompt_tokens"][last] / mem["prompt_tokens"]["5"]
-    out["full_prompt_ratio_30_5"] = full["prompt_tokens"][last] / full["prompt_tokens"]["5"]
-    for name in ("full", "full_reencode"):
+    if "full" in results:
+        full = results["full"]
+        out["full_prompt_ratio_30_5"] = full["prompt_tokens"][last] / full["prompt_tokens"]["5"]
+    for name in [m for m in ("full", "full_reencode") if m in results]:
         other = results[name]
         out[f"speedup_30_vs_{name}"] = other["episode_s"] / mem["episode_s"]
         out[f"turn_speedup_30_vs_{name}"] = other["s_per_turn"][last] / mem["s_per_turn"][last]
