@@ -72,6 +72,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=",".join(MODES),
         help="comma-separated modes to run; 'memory' is needed for the goals' ratios",
     )
+    p.add_argument(
+        "--sizes-only",
+        action="store_true",
+        help="only count each mode's prompt tokens (the scripted ids fix them; no decoding, "
+        "seconds): prompt_tokens and prompt_ratio_30_5",
+    )
     p.add_argument("--mode", choices=MODES, default=None, help="(internal) run one mode")
     return p.parse_args(argv)
 
@@ -176,15 +182,30 @@ def rss_mb() -> tuple[float, float]:
     return (int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024)
 
 
+def memory_config(args, mode: str) -> MemoryConfig | None:
+    if mode != "memory":
+        return None
+    return MemoryConfig(enabled=True, rewrite_every=args.rewrite_every, budget_tokens=args.budget)
+
+
+def prompt_sizes(args, modes: list[str]) -> dict:
+    """Each mode's largest context (over ``--rows`` episodes) at the start of the reported
+    turns, from a scripted pass: no model decodes."""
+    _, tok = load_policy(args.model)
+    script = script_ids(tok, args.turns)
+    sizes = {}
+    for mode in modes:
+        dry = Script(tok, script)
+        play(dry, memory_config(args, mode), args.rows, args.turns, 1 << 16)
+        sizes[mode] = {t: dry.seen[t - 1] for t in REPORT if t <= args.turns}
+    return sizes
+
+
 def run_mode(args) -> dict:
     """One mode in this process: per-turn context, seconds, peak RSS and KV megabytes."""
     model, tok = load_policy(args.model)
     script = script_ids(tok, args.turns)
-    memory = None
-    if args.mode == "memory":
-        memory = MemoryConfig(
-            enabled=True, rewrite_every=args.rewrite_every, budget_tokens=args.budget
-        )
+    memory = memory_config(args, args.mode)
     dry = Script(tok, script)
     play(dry, memory, 1, args.turns, 1 << 16)
     capacity = max(dry.seen) + max(map(len, script)) + 8
@@ -230,6 +251,14 @@ def main(argv=None) -> dict:
         sys.exit(f"--modes: needs 'memory' and only {', '.join(MODES)}; got {args.modes!r}")
     out: dict = {"model": args.model, "rows": args.rows, "turns": args.turns,
                  "budget_tokens": args.budget}  # fmt: skip
+    if args.sizes_only:
+        out["prompt_tokens"] = sizes = prompt_sizes(args, modes)
+        last = max(sizes["memory"])
+        out["prompt_ratio_30_5"] = sizes["memory"][last] / sizes["memory"][5]
+        print(json.dumps(out, indent=1))
+        if args.json is not None:
+            args.json.write_text(json.dumps(out, indent=1))
+        return out
     results = {}
     for mode in modes:
         cmd = [sys.executable, __file__, "--mode", mode, "--model", args.model, "--rows",
