@@ -5,9 +5,9 @@ is worth ranking by. The run's policy plays held-out episodes greedily (the run'
 settings, fixed seeds); at the start of every assistant turn the critic predicts V from the
 ids the policy saw, and the target is the episode's reward (what the search compares branches
 by; with the rewards at the end and gamma near 1 it is also what V was trained towards).
-Prints, overall and per turn index: mean absolute error, RMSE, the Pearson correlation of V
-with the return, and the error of the constant that knows the mean return (a critic worth
-using beats it). Not a test: prints figures.
+Prints the episodes' success, then, overall and per turn index: mean absolute error, RMSE,
+the Pearson correlation of V with the return, and the error of the constant that knows the
+mean return (a critic worth using beats it). Not a test: prints figures.
 
     python bench/value_error.py runs/ppo_weather --episodes 96 --json /tmp/value.json
 """
@@ -21,7 +21,7 @@ from collections import defaultdict
 
 from agentrl.envs import make
 from agentrl.eval.api import load_eval_engine, run_settings
-from agentrl.eval.runner import eval_specs
+from agentrl.eval.runner import eval_specs, summarize
 from agentrl.planning.value import critic_scorer
 from agentrl.rollout import run_episodes
 
@@ -91,10 +91,13 @@ def main() -> None:
     out = {
         "run_dir": args.run_dir,
         "episodes": len(trajs),
+        "success_rate": summarize(trajs)["success_rate"],
+        "success_by_level": summarize(trajs)["success_by_level"],
         "overall": errors(pairs),
         "by_turn": {str(k): errors(v) for k, v in sorted(by_turn.items()) if len(v) > 1},
     }
     o = out["overall"]
+    print(f"success {out['success_rate']:.3f} {out['success_by_level']}")
     print(f"{out['episodes']} episodes, {o['n']} turn starts: MAE {o['mae']:.3f} (constant "
           f"{o['constant_mae']:.3f}), RMSE {o['rmse']:.3f}, corr {o['corr']:.3f}, mean V "
           f"{o['mean_value']:.3f} vs return {o['mean_return']:.3f}")  # fmt: skip
