@@ -255,10 +255,7 @@ def main(argv=None) -> dict:
         out["prompt_tokens"] = sizes = prompt_sizes(args, modes)
         last = max(sizes["memory"])
         out["prompt_ratio_30_5"] = sizes["memory"][last] / sizes["memory"][5]
-        print(json.dumps(out, indent=1))
-        if args.json is not None:
-            args.json.write_text(json.dumps(out, indent=1))
-        return out
+        return report(out, args.json)
     results = {}
     for mode in modes:
         cmd = [sys.executable, __file__, "--mode", mode, "--model", args.model, "--rows",
@@ -280,9 +277,15 @@ def main(argv=None) -> dict:
         other = results[name]
         out[f"speedup_30_vs_{name}"] = other["episode_s"] / mem["episode_s"]
         out[f"turn_speedup_30_vs_{name}"] = other["s_per_turn"][last] / mem["s_per_turn"][last]
-    print(json.dumps(out, indent=1))
-    if args.json is not None:
-        args.json.write_text(json.dumps(out, indent=1))
+    return report(out, args.json)
+
+
+def report(out: dict, path: Path | None) -> dict:
+    """Print ``out`` as JSON, and write it to ``path`` when given."""
+    text = json.dumps(out, indent=1)
+    print(text)
+    if path is not None:
+        path.write_text(text)
     return out
 
 

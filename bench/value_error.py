@@ -88,11 +88,12 @@ def main() -> None:
         for k, value in enumerate(values):
             pairs.append((value, t.reward.total))
             by_turn[k].append((value, t.reward.total))
+    summary = summarize(trajs)
     out = {
         "run_dir": args.run_dir,
         "episodes": len(trajs),
-        "success_rate": summarize(trajs)["success_rate"],
-        "success_by_level": summarize(trajs)["success_by_level"],
+        "success_rate": summary["success_rate"],
+        "success_by_level": summary["success_by_level"],
         "overall": errors(pairs),
         "by_turn": {str(k): errors(v) for k, v in sorted(by_turn.items()) if len(v) > 1},
     }
