@@ -205,8 +205,13 @@ def test_the_page_filters_opens_an_episode_and_shows_its_mask(browser, served, t
         wait.until(lambda d: d.find_element(By.ID, "episode").get_attribute("data-id") == row_id)
         return row_id
 
+    # which episodes call a tool follows the sampled tokens (machine-dependent floats), so
+    # the one opened is drawn from every training step, not from step 1's four episodes
+    Select(browser.find_element(By.ID, "f-step")).select_by_value("")
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")) == 13)
     rows = browser.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")
     with_calls = [r for r in rows if int(r.find_elements(By.TAG_NAME, "td")[7].text) > 0]
+    assert with_calls, "the logged run has no training episode that calls a tool"
     assert open_row(with_calls[0]).startswith("train:")
     assert len(browser.find_elements(By.CSS_SELECTOR, "#reward tr")) >= 3  # the breakdown
     assert browser.find_elements(By.CSS_SELECTOR, "#turns .turn.assistant .call")
