@@ -22,17 +22,18 @@ from collections import defaultdict
 from agentrl.envs import make
 from agentrl.eval.api import load_eval_engine, run_settings
 from agentrl.eval.runner import eval_specs, summarize
-from agentrl.planning.value import critic_scorer
+from agentrl.planning.value import critic_values, load_critic
 from agentrl.rollout import run_episodes
 
 
-def turn_starts(token_ids: list[int], turn_of_token: list[int]) -> list[list[int]]:
-    """The ids before each assistant turn's first generated token (what the policy saw)."""
+def turn_starts(turn_of_token: list[int]) -> list[int]:
+    """The position of the last id before each assistant turn's first generated token: V
+    there is V of what the policy saw when the turn began."""
     starts, seen = [], set()
     for i, turn in enumerate(turn_of_token):
         if turn >= 0 and turn not in seen:
             seen.add(turn)
-            starts.append(token_ids[:i])
+            starts.append(i - 1)
     return starts
 
 
@@ -68,7 +69,7 @@ def main() -> None:
     if not opts:
         raise SystemExit(f"{args.run_dir} is not a run directory (no config.yaml)")
     generator = load_eval_engine(args.run_dir, "cpu")
-    score = critic_scorer(args.run_dir, generator.model)
+    critic = load_critic(args.run_dir, generator.model)
     kwargs = {**opts["env_kwargs"]}
 
     def make_env():
@@ -84,8 +85,9 @@ def main() -> None:
     for t in trajs:
         if t.is_harness_fault:
             continue
-        values = score(turn_starts(t.token_ids, t.turn_of_token))
-        for k, value in enumerate(values):
+        along = critic_values(critic, generator.model, t.token_ids)  # one pass per episode
+        for k, position in enumerate(turn_starts(t.turn_of_token)):
+            value = along[position]
             pairs.append((value, t.reward.total))
             by_turn[k].append((value, t.reward.total))
     summary = summarize(trajs)

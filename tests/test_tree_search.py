@@ -106,7 +106,7 @@ def test_critic_scorer_reads_a_ppo_runs_critic(tiny_dir, tiny_policy, tmp_path):
 
     from agentrl.algos.value import make_critic, policy_forward
     from agentrl.config import load_config
-    from agentrl.planning.value import critic_scorer
+    from agentrl.planning.value import critic_scorer, critic_values, load_critic
 
     model, _ = tiny_policy
     run = tmp_path / "ppo_run"
@@ -124,5 +124,8 @@ def test_critic_scorer_reads_a_ppo_runs_critic(tiny_dir, tiny_policy, tmp_path):
         _, hidden = policy_forward(model, x, torch.ones_like(x), with_hidden=True)
         want.append(float(critic(x, torch.ones_like(x), hidden)[0, -1].detach()))
     assert score(ids) == pytest.approx(want) and want[0] != 0.0
+    along = critic_values(load_critic(run, model), model, [1, 2, 3, 4, 5, 6])
+    prefixes = score([[1, 2, 3, 4, 5, 6][: i + 1] for i in range(6)])
+    assert along == pytest.approx(prefixes, abs=1e-5)  # causal: one pass scores every prefix
     with pytest.raises(FileNotFoundError, match="critic.pt"):
         critic_scorer(tmp_path, model)
