@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentrl.config import Config
+from agentrl.eval.options import CONSTRAINED_HELP, DEPTH_HELP, SEARCH_HELP, VALUE_HELP
 from agentrl.export.cli import export_cmd
 from agentrl.serve.cli import serve_cmd
 
@@ -130,21 +131,6 @@ def train_cmd(
     _emit(summary, as_json)
 
 
-SEARCH_HELP = (
-    "Tree search: at each turn try K actions (the greedy one and K-1 sampled), play "
-    "each in a restored copy of the env, keep the best (1 = plain "
-    "greedy; a model only)."
-)
-VALUE_HELP = (
-    "Tree search: how a branch still running after its lookahead is scored: layers (the "
-    "reward layers earned so far) or critic (a PPO run directory's critic.pt)."
-)
-DEPTH_HELP = (
-    "Tree search: turns each candidate is played before it is scored (its reward if "
-    "it ended, else the reward layers earned so far)."
-)
-
-
 @app.command("eval")
 def eval_cmd(
     policy: str = typer.Argument(
@@ -201,6 +187,7 @@ def eval_cmd(
     search: int = typer.Option(1, help=SEARCH_HELP),
     depth: int = typer.Option(1, help=DEPTH_HELP),
     value: str = typer.Option("layers", help=VALUE_HELP),
+    constrained: str = typer.Option(None, help=CONSTRAINED_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the report as the last stdout line."),
 ) -> None:
     """Evaluate POLICY alone with greedy decoding on fixed held-out seeds: one task, or the
@@ -217,7 +204,7 @@ def eval_cmd(
             seed0=seed, imports=imports, general=general, max_turns=max_turns,
             max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens,
             env_kwargs=_parse_env_options(env), weights=weights, search=search, depth=depth,
-            value=value,
+            value=value, constrained=constrained,
         )  # fmt: skip
     except (OSError, ImportError, KeyError, ValueError) as err:  # ImportError: a missing extra
         _fail(str(err))

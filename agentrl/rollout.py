@@ -58,6 +58,7 @@ class _Live:
     view: list[Message] = field(default_factory=list)  # messages the context started from
     view_end: int = 0  # len(env.messages) when the context started
     seed: int = 0
+    constraint: object | None = None  # the tool-call grammar of its turns (constrained)
 
     def segment(self, end: int | None = None) -> Segment:
         """The current context as a segment (its turns: ``env.messages[view_end:end]``)."""
@@ -165,6 +166,7 @@ def run_episodes(
     greedy: bool = False,
     on_turn: Callable[[int, int], None] | None = None,
     memory: MemoryConfig | None = None,
+    constrained: str = "off",
 ) -> list[Trajectory]:
     """Play one episode per spec to the end; returns trajectories in spec order.
 
@@ -173,8 +175,11 @@ def run_episodes(
     ``memory``: ``rollout.memory``; when enabled, long episodes are played in segments
     (``Trajectory.segments``) with hierarchical memory, and ``max_total_tokens`` limits each
     context rather than the whole episode.
+    ``constrained``: ``"tool_calls"`` lets each turn write only well-formed calls of the
+    episode's tools (``agentrl.engine.grammar``; needs agentrl's engine); ``"off"``: free.
     """
     tok = generator.tokenizer
+    constraint_for = _constraints(generator, constrained)
     live: list[_Live] = []
     for spec in specs:
         env = make_env() if spec.env_id is None else make_env(spec.env_id)
@@ -182,6 +187,7 @@ def run_episodes(
         prompt = encode_prompt(tok, messages, env.tool_schemas)
         live.append(_Live(env, spec, str(info.get("task_id", spec.seed)), [], [], [], []))
         live[-1].append(prompt, None, -1)
+        live[-1].constraint = constraint_for(env.tool_schemas)
         if memory is not None and memory.enabled:
             live[-1].memory = EpisodeMemory(memory, lambda text: len(tokenize(tok, text)))
             live[-1].view, live[-1].view_end = [dict(m) for m in messages], len(env.messages)
@@ -202,7 +208,8 @@ def run_episodes(
         sess.set_prefix(live[starting[0]].ids[:shared])
     for i, seed in zip(starting, draw_seeds(len(starting)), strict=True):
         live[i].seed = seed
-        sess.add(i, live[i].ids, _budget(live[i], max_new_tokens, max_total_tokens), seed)
+        sess.add(i, live[i].ids, _budget(live[i], max_new_tokens, max_total_tokens), seed,
+                 **_constrained(live[i]))  # fmt: skip
     for i in set(range(len(live))) - set(starting):  # the prompt alone is over the limit
         finish(i, "length")
     stepper = _Stepper(_concurrent([ep.env for ep in live]), min(32, max(1, len(live))))
@@ -256,7 +263,25 @@ def _rewrite(ep: _Live, i: int, sess, finish, tok, max_new: int, max_total: int)
         return
     ep.restart(view, prompt)
     sess.release(i)
-    sess.add(i, ep.ids, _budget(ep, max_new, max_total), ep.seed + 7919 * len(ep.segments))
+    sess.add(i, ep.ids, _budget(ep, max_new, max_total), ep.seed + 7919 * len(ep.segments),
+             **_constrained(ep))  # fmt: skip
+
+
+def _constraints(generator, constrained: str) -> Callable[[list[dict]], object | None]:
+    """Tool schemas -> a turn constraint (or None), for ``run_episodes(constrained=...)``."""
+    if constrained == "off":
+        return lambda schemas: None
+    if constrained != "tool_calls":
+        raise ValueError(f"constrained={constrained!r}: use 'off' or 'tool_calls'")
+    if not hasattr(generator, "tool_call_constraint"):
+        raise ValueError("rollout.constrained=tool_calls masks logits inside agentrl's engine; "
+                         f"{type(generator).__name__} has no tool_call_constraint")  # fmt: skip
+    return generator.tool_call_constraint
+
+
+def _constrained(ep: _Live) -> dict:
+    """``sess.add`` keywords: the episode's constraint, when it has one."""
+    return {} if ep.constraint is None else {"constraint": ep.constraint}
 
 
 def _budget(ep: _Live, max_new: int, max_total: int) -> int:

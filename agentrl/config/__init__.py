@@ -17,6 +17,7 @@ from agentrl.config.algo import AlgoConfig, GRPOConfig, KLConfig, PPOConfig, Sch
 from agentrl.config.base import Section
 from agentrl.config.memory import MemoryConfig
 from agentrl.config.monitor import AlertRule, MonitorConfig
+from agentrl.config.rollout import RolloutConfig
 from agentrl.tools.settings import ToolsConfig
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "MemoryConfig",
     "MonitorConfig",
     "PPOConfig",
+    "RolloutConfig",
     "ScheduleConfig",
     "build_config",
     "load_config",
@@ -110,59 +112,6 @@ class RewardConfig(Section):
 
     def weights(self) -> dict[str, float]:
         return self.model_dump()
-
-
-class RolloutConfig(Section):
-    mode: Literal["react", "plan_execute"] = Field(
-        "react",
-        description="react: tool calls from the first turn; plan_execute: a planner turn "
-        "writes a numbered plan first, scored against the task's sub-tasks "
-        "(agentrl.planning.plan.PlanExecute; reward.plan weighs it).",
-    )
-    group_size: int = Field(8, ge=1, description="GRPO: samples per task instance (G).")
-    groups_per_step: int = Field(8, ge=1, description="Task instances per RL step.")
-    temperature: float = Field(
-        0.7,
-        gt=0,
-        description="Sampling temperature during rollout (0.7: at 1.0 a tiny model warm-started "
-        "on a few dozen demonstrations garbles most turns).",
-    )
-    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling (1.0 = off).")
-    max_new_tokens: int = Field(96, ge=1, description="Token limit of one assistant turn.")
-    dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        "auto",
-        description="Precision of decoding (rollouts and evaluation). 'auto' = a bf16 copy of "
-        "an fp32 policy where bf16 matmuls are native (a CPU with AMX-BF16/AVX512-BF16, a "
-        "CUDA GPU), else the policy itself; the update then recomputes the old log-probs "
-        "with the policy.",
-    )
-    max_total_tokens: int = Field(
-        1024, ge=32, description="Episode token limit (prompt + all turns); past it: 'length'."
-    )
-    search_k: int = Field(
-        1,
-        ge=1,
-        description="Tree search in training rollouts: K candidate actions per turn, each played "
-        "in a branch from the env's snapshot; the best is kept and every candidate is also "
-        "trained against its siblings (a per-turn advantage; agentrl.planning.search_train). "
-        "1 = off.",
-    )
-    search_depth: int = Field(
-        1, ge=1, description="Turns each branch is played before it is valued (search_k > 1)."
-    )
-    memory: MemoryConfig = Field(
-        default_factory=MemoryConfig,
-        description="Hierarchical episode memory (hot / warm / cold turns); agentrl.memory.",
-    )
-
-    @model_validator(mode="after")
-    def _check_memory(self) -> RolloutConfig:
-        if self.memory.enabled and self.search_k > 1:
-            raise ValueError(
-                "rollout.memory.enabled=true plays episodes with run_episodes; tree search "
-                "(rollout.search_k > 1) does not use memory: set search_k=1 or memory off"
-            )
-        return self
 
 
 class TrainConfig(Section):

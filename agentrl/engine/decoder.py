@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from agentrl.engine.grammar import ToolCallGrammar, TurnConstraint
 from agentrl.engine.kv import kv_shape
 from agentrl.engine.session import DecodeSession
 from agentrl.engine.shadow import is_lora, make_shadow, refresh_shadow
@@ -67,6 +68,7 @@ class Engine:
         self.stop_ids, self.pad_id = list(stop_ids), pad_id
         self.slots, self.share_prefix, self.dtype = slots, share_prefix, dtype
         self.model = model
+        self._grammar: ToolCallGrammar | None = None
 
     @property
     def model(self) -> Any:
@@ -96,6 +98,20 @@ class Engine:
         else:
             refresh_shadow(self._shadow, self._model)
         return self._shadow
+
+    def tool_call_grammar(self) -> ToolCallGrammar:
+        """This engine's tool-call grammars (built on first use: about a second)."""
+        if self._grammar is None:
+            vocab = self._model.get_output_embeddings().weight.shape[0]
+            self._grammar = ToolCallGrammar(self.tokenizer, self.stop_ids, vocab)
+        return self._grammar
+
+    def tool_call_constraint(self, tool_schemas: list[dict],
+                             required: bool = False) -> TurnConstraint | None:  # fmt: skip
+        """A grammar that lets a sequence offered ``tool_schemas`` write only well-formed calls
+        of them (``agentrl.engine.grammar``; pass it to ``session(...).add``). ``required``:
+        each turn is one or more calls and nothing else."""
+        return self.tool_call_grammar().constraint(tool_schemas, required)
 
     @property
     def device(self) -> torch.device:

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from agentrl.engine.attention import engine_attention
+from agentrl.engine.grammar import TurnConstraint, mask_logits
 from agentrl.engine.kv import SlotKV
 from agentrl.engine.sampling import choose_tokens
 from agentrl.policy.generate import Sample
@@ -45,6 +46,7 @@ class _Seq:
     sampling: tuple[bool, float, float] | None = (
         None  # (greedy, temperature, top_p); None: the session's
     )
+    constraint: TurnConstraint | None = None  # a grammar over each turn's tokens
 
 
 class DecodeSession:
@@ -78,14 +80,17 @@ class DecodeSession:
         self.prefix = (list(ids), kv)
 
     def add(self, key: Hashable, prompt: list[int], max_new: int, seed: int | None,
-            sampling: tuple[bool, float, float] | None = None) -> None:  # fmt: skip
+            sampling: tuple[bool, float, float] | None = None,
+            constraint: TurnConstraint | None = None) -> None:  # fmt: skip
         """A new sequence; it takes a slot when one is free. ``sampling``: its own (greedy,
-        temperature, top_p) instead of the session's (a server's requests differ)."""
+        temperature, top_p) instead of the session's (a server's requests differ).
+        ``constraint``: the grammar every turn of it must follow (``agentrl.engine.grammar``;
+        restarted at each turn)."""
         greedy = self.greedy if sampling is None else sampling[0]
         gen = None
         if not greedy:
             gen = torch.Generator().manual_seed(int(seed if seed is not None else 0))
-        seq = _Seq(key, list(prompt), max_new, gen, sampling=sampling)
+        seq = _Seq(key, list(prompt), max_new, gen, sampling=sampling, constraint=constraint)
         self.seqs[key] = seq
         self.queue.append(seq)
 
@@ -96,6 +101,8 @@ class DecodeSession:
         seq.unfed.extend(delta)
         seq.max_new, seq.turn_ids, seq.turn_logprobs = max_new, [], []
         seq.decoding = False
+        if seq.constraint is not None:
+            seq.constraint.reset()
         self._pending_turn.add(key)
 
     def release(self, key: Hashable) -> None:
@@ -212,7 +219,9 @@ class DecodeSession:
 
     def _choose(self, rows: list[_Seq], logits: torch.Tensor) -> tuple[list[int], list[float]]:
         """Token ids and log-probs of ``rows``, each group of rows with the same sampling
-        settings in one ``choose_tokens``."""
+        settings in one ``choose_tokens``; a constrained row chooses among the tokens its
+        grammar allows (its log-prob is under that masked distribution)."""
+        logits = mask_logits(logits, [s.constraint for s in rows])
         own = (self.greedy, self.temperature, self.top_p)
         groups: dict[tuple[bool, float, float], list[int]] = {}
         for i, s in enumerate(rows):
@@ -224,6 +233,9 @@ class DecodeSession:
             got, got_lp = choose_tokens(part, gens, temperature=temperature, top_p=top_p)
             for i, t, lp in zip(members, got.tolist(), got_lp.tolist(), strict=True):
                 ids[i], lps[i] = t, lp
+        for s, t in zip(rows, ids, strict=True):
+            if s.constraint is not None:
+                s.constraint.advance(t)
         return ids, lps
 
     def _sample(self, rows: list[_Seq], logits: torch.Tensor) -> list[tuple[Hashable, Sample]]:

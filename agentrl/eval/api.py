@@ -70,6 +70,7 @@ def run_settings(policy: str) -> dict[str, Any]:
         "imports": list(cfg.task.imports),
         "max_new_tokens": cfg.rollout.max_new_tokens,
         "max_total_tokens": cfg.rollout.max_total_tokens,
+        "constrained": cfg.rollout.constrained,
         # a run trained with hierarchical memory is evaluated with the same memory
         **({"memory": cfg.rollout.memory} if cfg.rollout.memory.enabled else {}),
     }
@@ -94,6 +95,7 @@ def evaluate_model(
     depth: int = 1,
     value: str = "layers",
     memory: Any = None,
+    constrained: str = "off",
 ) -> tuple[dict[str, Any], list]:
     """Greedy evaluation on held-out seeds; returns (report, trajectories). ``general``: also
     the general-capability check (``report["general"]``). ``env_kwargs`` go to ``make``.
@@ -101,12 +103,15 @@ def evaluate_model(
     ``search`` > 1: tree search with K = ``search`` candidates per turn, each played
     ``depth`` turns (``agentrl.planning.search``); ``report["search"]`` holds its cost.
     ``value="critic"``: branches still running are scored by the PPO run's critic.
-    ``memory``: a run's ``rollout.memory`` (episodes played with hierarchical memory)."""
+    ``memory``: a run's ``rollout.memory`` (episodes played with hierarchical memory).
+    ``constrained="tool_calls"``: grammar-constrained tool calls (``agentrl.engine.grammar``)."""
     if search < 1 or depth < 1:
         raise ValueError(f"--search and --depth must be >= 1, got {search} and {depth}")
     if search > 1 and memory is not None and memory.enabled:
         raise ValueError("--search plays whole histories: not for a run trained with "
                          "rollout.memory")  # fmt: skip
+    if search > 1 and constrained != "off":
+        raise ValueError("--search does not constrain its branches: use --constrained off")
     import_env_modules(imports or [])
     kwargs = dict(env_kwargs or {})
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
@@ -147,7 +152,9 @@ def evaluate_model(
             max_new_tokens=max_new_tokens,
             max_total_tokens=max_total_tokens,
             memory=memory,
+            constrained=constrained,
         )
+        extra["constrained"] = constrained
     report = {"model": model_or_run_dir, "weights": weights, "task": task, **report, **extra}
     if general:
         report["general"] = general_check(generator, generator.tokenizer)
@@ -279,6 +286,7 @@ def run_eval(
     search: int = 1,
     depth: int = 1,
     value: str = "layers",
+    constrained: str | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """What ``agentrl eval`` runs: the named ``suites`` (``all``: every one, 8 episodes per
     task by default), else 96 episodes of ``task`` with a model or a text policy. ``general``:
@@ -286,23 +294,26 @@ def run_eval(
 
     A run directory's own task settings (``run_settings``) are the defaults of every task
     argument left None; without one: weather, levels 1-3, 6 turns, 96 / 1,024 tokens.
-    ``env_kwargs`` update the run's ``task.env_kwargs``.
+    ``env_kwargs`` update the run's ``task.env_kwargs``. ``constrained``: ``off`` or
+    ``tool_calls`` (None: the run's ``rollout.constrained``, else off).
 
     Returns (report, episode records).
     """
-    if suites and (search > 1 or depth > 1):
-        raise ValueError("--search and --depth are for one task, not with --suite")
+    if suites and (search > 1 or depth > 1 or constrained):
+        raise ValueError("--search, --depth and --constrained are for one task, not --suite")
     if suites:
         names = list(SUITES) if "all" in suites else list(suites)
         return evaluate_suites(policy, names, episodes=episodes or 8, seed0=seed0,
                                weights=weights)  # fmt: skip
     base = {"task": "weather", "levels": [1, 2, 3], "max_turns": 6, "env_kwargs": {},
-            "imports": [], "max_new_tokens": 96, "max_total_tokens": 1024}  # fmt: skip
+            "imports": [], "max_new_tokens": 96, "max_total_tokens": 1024,
+            "constrained": "off"}  # fmt: skip
     own = run_settings(policy)
     if task is None or task == own.get("task"):
         base.update(own)
     given = {"task": task, "levels": levels, "max_turns": max_turns,
-             "max_new_tokens": max_new_tokens, "max_total_tokens": max_total_tokens}  # fmt: skip
+             "max_new_tokens": max_new_tokens, "max_total_tokens": max_total_tokens,
+             "constrained": constrained}  # fmt: skip
     opts = {**base, **{k: v for k, v in given.items() if v is not None}}
     opts["env_kwargs"] = {**base["env_kwargs"], **(env_kwargs or {})}
     opts["imports"] = [*base["imports"], *imports]
@@ -313,6 +324,8 @@ def run_eval(
         raise ValueError(
             "--general checks a model (a run directory, a model path or id), without --suite"
         )
+    if text is not None and opts["constrained"] != "off":
+        raise ValueError("--constrained masks a model's logits: not for a text policy")
     if text is not None and weights != "final":
         raise ValueError("--weights start is for a run directory, not a text policy")
     if text is not None:
@@ -349,7 +362,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
             f"success rate: {report['success_rate']:.3f}  by level: {report['success_by_level']}"
         ]
         steps = [(k, report[k]) for k in ("call_decomposition_accuracy", "decomposition_accuracy",
-                                          "repeated_call_rate") if k in report]  # fmt: skip
+                                          "repeated_call_rate", "format_error_rate")
+                 if k in report]  # fmt: skip
         if steps:
             lines.append("  ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in steps))
         if "search" in report:

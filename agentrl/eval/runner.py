@@ -23,7 +23,8 @@ def eval_specs(episodes: int, levels: list[int], seed0: int) -> list[EpisodeSpec
 def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
     """Success rate overall and per level, termination reasons, mean reward and calls,
     ``repeated_call_rate``: the share of episodes that repeat a call which had already
-    succeeded (same name and arguments; a retry after an error is not a repeat), and for
+    succeeded (same name and arguments; a retry after an error is not a repeat),
+    ``format_error_rate``: malformed tool calls (parse errors) per assistant turn, and for
     plan-and-execute episodes ``decomposition_accuracy`` and ``planned_rate``."""
     by_level: dict[int, list[bool]] = defaultdict(list)
     for t in trajs:
@@ -41,6 +42,8 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
             first_repeat({"tool_calls": t.tool_calls}) is not None for t in trajs
         )
         / n,
+        "format_error_rate": sum(len(t.info.get("parse_errors", [])) for t in trajs)
+        / max(sum(t.info.get("turns", 0) for t in trajs), 1),
         **_decomposition(trajs),
     }
 
@@ -66,10 +69,12 @@ def evaluate(
     max_total_tokens: int = 1024,
     batch_size: int = 64,
     memory: Any = None,
+    constrained: str = "off",
 ) -> tuple[dict[str, Any], list[Trajectory]]:
     """Greedy evaluation on ``episodes`` fixed held-out seeds; returns (summary, trajectories).
     The summary adds ``call_decomposition_accuracy`` (``agentrl.eval.decomposition``).
-    ``memory``: ``rollout.memory``, to play the episodes with hierarchical memory."""
+    ``memory``: ``rollout.memory``, to play the episodes with hierarchical memory.
+    ``constrained``: ``rollout.constrained`` (grammar-constrained tool calls)."""
     from agentrl.eval.decomposition import call_decomposition
 
     specs = eval_specs(episodes, levels, seed0)
@@ -83,5 +88,6 @@ def evaluate(
             max_new_tokens=max_new_tokens,
             max_total_tokens=max_total_tokens,
             memory=memory,
+            constrained=constrained,
         )
     return {**summarize(trajs), **call_decomposition(trajs, specs, make_env)}, trajs

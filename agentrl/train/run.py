@@ -81,6 +81,7 @@ class Run:
             generator, make_env, episodes=c.train.eval_episodes, levels=c.train.eval_levels,
             seed0=c.train.eval_seed, max_new_tokens=c.rollout.max_new_tokens,
             max_total_tokens=c.rollout.max_total_tokens, memory=c.rollout.memory,
+            constrained=c.rollout.constrained,
         )  # fmt: skip
         if program is not None:
             specs = eval_specs(c.train.eval_episodes, c.train.eval_levels, c.train.eval_seed)
@@ -237,7 +238,8 @@ def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, 
     (and the general-capability accuracy where it was checked; a plan-and-execute run's
     decomposition accuracy and planned rate)."""
     keep = ("success_rate", "success_by_level", "mean_tool_calls", "terminations",
-            "repeated_call_rate", "decomposition_accuracy", "planned_rate")  # fmt: skip
+            "repeated_call_rate", "format_error_rate", "decomposition_accuracy",
+            "planned_rate")  # fmt: skip
     point = {"step": step, "episodes": episodes, **{k: summary[k] for k in keep if k in summary}}
     if "general" in summary:
         point["general_accuracy"] = summary["general"]["accuracy"]
@@ -257,11 +259,17 @@ def program_summary(trajs: list[Trajectory]) -> dict[str, Any]:
 
 def eval_metrics(point: dict[str, Any]) -> dict[str, float]:
     """An eval.jsonl point as sink metrics: ``eval/success_rate``, ``eval/success/level_<n>``,
-    ``eval/general_accuracy``, ``eval/repeated_call_rate``, ``eval/decomposition_accuracy``."""
+    ``eval/general_accuracy``, ``eval/repeated_call_rate``, ``eval/format_error_rate``,
+    ``eval/decomposition_accuracy``."""
     out = {"eval/success_rate": point["success_rate"]}
     for level, rate in point["success_by_level"].items():
         out[f"eval/success/level_{level}"] = rate
-    for key in ("repeated_call_rate", "decomposition_accuracy", "planned_rate"):
+    for key in (
+        "repeated_call_rate",
+        "format_error_rate",
+        "decomposition_accuracy",
+        "planned_rate",
+    ):
         if key in point:
             out[f"eval/{key}"] = point[key]
     if "general_accuracy" in point:

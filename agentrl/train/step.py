@@ -131,7 +131,7 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     batch, owner = segment_batch(trajs, valid, pad_id)  # a row per context: R >= N rows
     extra_rollout: dict[str, float] = {}
     with autocast(_device(rl.policy), amp):
-        if not getattr(generator, "decodes_own_weights", True):
+        if not getattr(generator, "decodes_own_weights", True) or ro.constrained != "off":
             batch, extra_rollout = with_policy_logprobs(rl.policy, batch, s.temperature)
         if rl.ref is not None:
             batch = batch.with_reference(reference_logprobs(rl.ref, batch, s.temperature))
@@ -163,7 +163,8 @@ def collect(generator, make_env, specs, ro, temperature: float) -> tuple[list[Tr
     if ro.search_k == 1:
         trajs = run_episodes(generator, make_env, specs, max_new_tokens=ro.max_new_tokens,
                              max_total_tokens=ro.max_total_tokens, temperature=temperature,
-                             top_p=ro.top_p, memory=ro.memory)  # fmt: skip
+                             top_p=ro.top_p, memory=ro.memory,
+                             constrained=ro.constrained)  # fmt: skip
         return trajs, {}
     trajs, cost = search_rollout(generator, make_env, specs, k=ro.search_k,
                                  depth=ro.search_depth, temperature=temperature, top_p=ro.top_p,
