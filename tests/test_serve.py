@@ -256,3 +256,43 @@ def test_the_real_engine_serves_greedy_turns_batched(real_server):
     steps = batcher.stats["steps"] - steps_before
     assert batcher.stats["jobs"] - jobs_before == 8
     assert steps < 8 * len(want.ids)  # shared decode steps, not one request at a time
+
+
+PICK = [{"type": "function", "function": {
+    "name": "pick_city", "description": "Choose a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "enum": ["Paris", "Rome", "Oslo"]}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
+
+
+def test_tool_choice_required_and_named_are_enforced_by_the_grammar(real_server):
+    """The tiny model never writes a call by itself; with tool_choice required, or naming a
+    function, the grammar makes every reply well-formed calls of the offered (named) tools."""
+    client = openai.OpenAI(base_url=real_server["url"] + "/v1", api_key="x", max_retries=0)
+    ask = [{"role": "user", "content": "Pick a city."}]
+    free = client.chat.completions.create(model="tiny", messages=ask, tools=PICK, temperature=0,
+                                          max_tokens=40)  # fmt: skip
+    assert not free.choices[0].message.tool_calls
+    named = {"type": "function", "function": {"name": "pick_city"}}
+    for choice in ("required", named):
+        reply = client.chat.completions.create(model="tiny", messages=ask, tools=PICK, n=2,
+                                               tool_choice=choice, temperature=1.0, seed=3,
+                                               max_tokens=60)  # fmt: skip
+        for c in reply.choices:
+            calls = c.message.tool_calls
+            assert calls, c
+            for call in calls:
+                assert call.function.name in {"pick_city", "get_weather"}
+                args = json.loads(call.function.arguments)
+                assert call.function.name != "pick_city" or args["city"] in (
+                    "Paris",
+                    "Rome",
+                    "Oslo",
+                )
+            if choice is named:
+                assert {call.function.name for call in calls} == {"pick_city"}
+    r = httpx.post(real_server["url"] + "/v1/chat/completions", timeout=60, json={
+        "model": "tiny", "messages": ask, "tools": PICK,
+        "tool_choice": {"type": "function", "function": {"name": "nope"}}})  # fmt: skip
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tool_choice"

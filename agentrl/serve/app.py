@@ -1,12 +1,16 @@
 """``agentrl serve``: an OpenAI-compatible chat-completions server over agentrl's engine.
 
-Routes: ``POST /v1/chat/completions`` (``messages``, ``tools``, ``tool_choice`` auto / none,
-``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``n``, ``seed``, ``stream``),
-``GET /v1/models``, ``GET /health``. Concurrent requests decode together in one continuously
-batched session (``Batcher``). Replies carry ``tool_calls`` parsed by agentrl's parser
-(``finish_reason: "tool_calls"``) and token usage; ``stream: true`` sends server-sent events,
-content deltas then one tool-call delta per call, as the OpenAI API does. Every bad request is
-a 4xx with an OpenAI-style error body naming the field; a bad or missing API key is a 401.
+Routes: ``POST /v1/chat/completions`` (``messages``, ``tools``, ``tool_choice`` auto / none /
+required / a named function, ``temperature``, ``top_p``, ``max_tokens``, ``stop``, ``n``,
+``seed``, ``stream``), ``GET /v1/models``, ``GET /health``. Concurrent requests decode
+together in one continuously batched session (``Batcher``). Replies carry ``tool_calls``
+parsed by agentrl's parser (``finish_reason: "tool_calls"``) and token usage; ``stream: true``
+sends server-sent events, content deltas then one tool-call delta per call, as the OpenAI API
+does. ``tool_choice`` ``required`` or a named function is enforced by the tool-call grammar
+(``agentrl.engine.grammar``: the reply is calls only); with ``constrained="tool_calls"``
+(``agentrl serve --constrained``) ``auto`` replies are constrained too (free text, but any call
+well-formed). Every bad request is a 4xx with an OpenAI-style error body naming the field; a
+bad or missing API key is a 401.
 
 With a ``Recorder`` (``agentrl serve --record DIR``, and the trainer's own server for
 ``agentrl train --agent``) requests carry a session (the ``X-Agentrl-Session`` header, else the
@@ -48,11 +52,15 @@ DEFAULT_MAX_TOKENS = 512
 
 def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
                api_key: str | None = None, session: Any = None,
-               recorder: Recorder | None = None, any_model: bool = False) -> FastAPI:  # fmt: skip
+               recorder: Recorder | None = None, any_model: bool = False,
+               constrained: str = "off") -> FastAPI:  # fmt: skip
     """The FastAPI app serving ``engine``'s model as ``model_name`` (``session``: a decode
     session to use instead of the engine's own, e.g. a scripted one in tests; ``recorder``:
     record sessions and take rewards, see the module docstring; ``any_model``: serve requests
-    whatever model they name, as a trainer's own server does)."""
+    whatever model they name, as a trainer's own server does; ``constrained``: ``tool_calls``
+    constrains ``tool_choice: auto`` replies with the tool-call grammar too)."""
+    if constrained not in ("off", "tool_calls"):
+        raise ValueError(f"constrained={constrained!r}: use 'off' or 'tool_calls'")
     batcher = Batcher(engine, capacity=capacity, slots=slots, session=session)
     tok = engine.tokenizer
 
@@ -98,6 +106,7 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
             raise RequestError(f"model {req.model!r} is not served here; this server serves "
                                f"{model_name!r}", "model", 404, "not_found_error")  # fmt: skip
         messages, tools = _messages_and_tools(req)
+        grammar = _grammar_of(req, tools, constrained)
         session = request.headers.get(SESSION_HEADER) or req.user
         prompt, continued = _encode(tok, messages, tools, recorder, session)
         max_new = _max_new(req, len(prompt), capacity, recorder)
@@ -105,7 +114,8 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         seed = req.seed if req.seed is not None else random.getrandbits(31)
         sampling = (recorder.sampling if recorder is not None and recorder.sampling
                     else sampling_of(req))  # fmt: skip
-        jobs = [batcher.submit(Job(prompt, max_new, sampling, seed + i, stop))
+        jobs = [batcher.submit(Job(prompt, max_new, sampling, seed + i, stop,
+                                   constraint=_constraint(engine, grammar)))
                 for i in range(req.n)]  # fmt: skip
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
 
@@ -180,11 +190,45 @@ def _max_new(req: ChatRequest, prompt_len: int, capacity: int, recorder: Recorde
 def _messages_and_tools(req: ChatRequest) -> tuple[list[dict[str, Any]], Any]:
     """The request's chat messages and the tools to render (none with tool_choice none)."""
     choice = req.tool_choice
-    if choice not in (None, "auto", "none"):
-        raise RequestError("tool_choice must be 'auto' or 'none' (agentrl does not force a "
-                           f"call), got {choice!r}", "tool_choice")  # fmt: skip
+    named = isinstance(choice, dict)
+    if choice not in (None, "auto", "none", "required") and not named:
+        raise RequestError("tool_choice must be 'auto', 'none', 'required' or "
+                           f"{{'type': 'function', 'function': {{'name': ...}}}}, got {choice!r}",
+                           "tool_choice")  # fmt: skip
+    if (choice == "required" or named) and not req.tools:
+        raise RequestError(f"tool_choice {choice!r} needs tools", "tool_choice")
     tools = None if choice == "none" or not req.tools else req.tools
     return to_chat_messages(req.messages), tools
+
+
+def _grammar_of(req: ChatRequest, tools: Any, constrained: str) -> tuple[list, bool] | None:
+    """(tool schemas, required) the reply's grammar allows, or None for a free reply:
+    ``required`` = any offered tool, a named function = that tool alone, ``auto`` = calls
+    well-formed when the server constrains."""
+    choice = req.tool_choice
+    if not tools:
+        return None
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name")
+        chosen = [t for t in tools if (t.get("function") or t).get("name") == name]
+        if not chosen:
+            raise RequestError(f"tool_choice names {name!r}, which is not among the tools",
+                               "tool_choice")  # fmt: skip
+        return chosen, True
+    if choice == "required":
+        return list(tools), True
+    return (list(tools), False) if constrained == "tool_calls" else None
+
+
+def _constraint(engine: Any, grammar: tuple[list, bool] | None) -> Any:
+    """A fresh constraint for one job (each of ``n`` choices has its own grammar state)."""
+    if grammar is None:
+        return None
+    try:
+        return engine.tool_call_constraint(grammar[0], required=grammar[1])
+    except (ValueError, KeyError, TypeError) as err:  # a schema the grammar cannot hold
+        raise RequestError(f"the tools cannot be turned into a call grammar: {err}",
+                           "tools") from err  # fmt: skip
 
 
 def _encode(tok: Any, messages: list[dict[str, Any]], tools: Any, recorder: Recorder | None,

@@ -37,6 +37,7 @@ class Job:
     finish_reason: str = "stop"  # stop | length
     error: str | None = None
     partial: list[int] = field(default_factory=list)
+    constraint: Any = None  # the reply's tool-call grammar (agentrl.engine.grammar), if any
 
 
 class Batcher:
@@ -118,7 +119,9 @@ class Batcher:
             return
         while True:
             self.live[job.key] = job
-            self.session.add(job.key, job.prompt, job.max_new, job.seed, sampling=job.sampling)
+            extra = {} if job.constraint is None else {"constraint": job.constraint}
+            self.session.add(job.key, job.prompt, job.max_new, job.seed, sampling=job.sampling,
+                             **extra)  # fmt: skip
             self.stats["jobs"] += 1
             try:
                 job = self.inbox.get_nowait()

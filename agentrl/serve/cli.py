@@ -40,6 +40,11 @@ def serve_cmd(
         "mask) to DIR/records.jsonl, grouped by session (X-Agentrl-Session header or 'user'); "
         "POST /v1/agentrl/reward stores each session's reward in DIR/rewards.jsonl.",
     ),
+    constrained: str = typer.Option(
+        "off",
+        help="tool_calls: constrain tool_choice 'auto' replies with the tool-call grammar (any "
+        "call they write is well-formed); 'required' and named functions always are.",
+    ),
 ) -> None:
     """Serve MODEL behind an OpenAI-compatible API: POST /v1/chat/completions (tools, tool
     calls, streaming, n, stop), GET /v1/models, GET /health. Concurrent requests decode
@@ -54,7 +59,8 @@ def serve_cmd(
 
     try:
         server = build_server(model, name=name, context=context, slots=slots, api_key=api_key,
-                              on_busy=on_busy, record=record, log=log)  # fmt: skip
+                              on_busy=on_busy, record=record, log=log,
+                              constrained=constrained)  # fmt: skip
     except (OSError, ValueError, ServerBusy) as err:
         fail(str(err))
     except ImportError as err:

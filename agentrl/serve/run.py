@@ -22,11 +22,13 @@ def build_server(
     on_busy: str = "wait",
     record: str | Path | None = None,
     log: Callable[[str], None] = print,
+    constrained: str = "off",
 ) -> Any:
     """The FastAPI app for a model path, hub id, packaged model or run directory, loaded
     under the model's init lock (``agentrl.serve.lock``; ``on_busy``: wait or fail).
     ``record``: a directory for token-exact session records and rewards
-    (``agentrl.serve.record``)."""
+    (``agentrl.serve.record``). ``constrained``: ``tool_calls`` constrains ``tool_choice:
+    auto`` replies with the tool-call grammar (``required`` always is)."""
     from agentrl.eval.api import load_eval_engine
     from agentrl.serve.app import create_app
     from agentrl.serve.record import Recorder
@@ -38,7 +40,7 @@ def build_server(
     served = name or Path(model_or_run_dir.rstrip("/")).name or model_or_run_dir
     recorder = Recorder(engine.tokenizer, record) if record is not None else None
     app = create_app(engine, served, capacity=capacity, slots=slots, api_key=api_key,
-                     recorder=recorder)  # fmt: skip
+                     recorder=recorder, constrained=constrained)  # fmt: skip
     app.state.model_key = key
     return app
 
