@@ -6,8 +6,9 @@ settings, fixed seeds); at the start of every assistant turn the critic predicts
 ids the policy saw, and the target is the episode's reward (what the search compares branches
 by; with the rewards at the end and gamma near 1 it is also what V was trained towards).
 Prints the episodes' success, then, overall and per turn index: mean absolute error, RMSE,
-the Pearson correlation of V with the return, and the error of the constant that knows the
-mean return (a critic worth using beats it). Not a test: prints figures.
+the Pearson correlation of V with the return, and the error of the constants that know the
+mean and the median return (a critic worth using beats both, and correlates: only the
+ranking matters to a search). Not a test: prints figures.
 
     python bench/value_error.py runs/ppo_weather --episodes 96 --json /tmp/value.json
 """
@@ -18,6 +19,7 @@ import argparse
 import json
 import math
 from collections import defaultdict
+from statistics import median
 
 from agentrl.envs import make
 from agentrl.eval.api import load_eval_engine, run_settings
@@ -38,7 +40,8 @@ def turn_starts(turn_of_token: list[int]) -> list[int]:
 
 
 def errors(pairs: list[tuple[float, float]]) -> dict[str, float]:
-    """MAE, RMSE, correlation of (predicted, actual) pairs, and the constant-mean MAE."""
+    """MAE, RMSE, correlation of (predicted, actual) pairs, and the MAE of two constants: the
+    mean return and the median return (the constant with the least absolute error)."""
     n = len(pairs)
     pred = [p for p, _ in pairs]
     act = [a for _, a in pairs]
@@ -54,6 +57,7 @@ def errors(pairs: list[tuple[float, float]]) -> dict[str, float]:
         "mean_value": mean_p,
         "mean_return": mean_a,
         "constant_mae": sum(abs(mean_a - a) for a in act) / n,
+        "median_constant_mae": sum(abs(median(act) - a) for a in act) / n,
     }
 
 
@@ -101,9 +105,10 @@ def main() -> None:
     }
     o = out["overall"]
     print(f"success {out['success_rate']:.3f} {out['success_by_level']}")
-    print(f"{out['episodes']} episodes, {o['n']} turn starts: MAE {o['mae']:.3f} (constant "
-          f"{o['constant_mae']:.3f}), RMSE {o['rmse']:.3f}, corr {o['corr']:.3f}, mean V "
-          f"{o['mean_value']:.3f} vs return {o['mean_return']:.3f}")  # fmt: skip
+    print(f"{out['episodes']} episodes, {o['n']} turn starts: MAE {o['mae']:.3f} (constant: "
+          f"mean {o['constant_mae']:.3f}, median {o['median_constant_mae']:.3f}), RMSE "
+          f"{o['rmse']:.3f}, corr {o['corr']:.3f}, mean V {o['mean_value']:.3f} vs return "
+          f"{o['mean_return']:.3f}")  # fmt: skip
     for k, e in out["by_turn"].items():
         print(f"  turn {k}: n {e['n']:3d}  MAE {e['mae']:.3f} (constant {e['constant_mae']:.3f})"
               f"  corr {e['corr']:.3f}")  # fmt: skip

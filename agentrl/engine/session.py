@@ -90,6 +90,8 @@ class DecodeSession:
         gen = None
         if not greedy:
             gen = torch.Generator().manual_seed(int(seed if seed is not None else 0))
+        if constraint is not None:  # a turn starts here (memory re-adds a live episode)
+            constraint.reset()
         seq = _Seq(key, list(prompt), max_new, gen, sampling=sampling, constraint=constraint)
         self.seqs[key] = seq
         self.queue.append(seq)
