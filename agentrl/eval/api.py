@@ -105,13 +105,7 @@ def evaluate_model(
     ``value="critic"``: branches still running are scored by the PPO run's critic.
     ``memory``: a run's ``rollout.memory`` (episodes played with hierarchical memory).
     ``constrained="tool_calls"``: grammar-constrained tool calls (``agentrl.engine.grammar``)."""
-    if search < 1 or depth < 1:
-        raise ValueError(f"--search and --depth must be >= 1, got {search} and {depth}")
-    if search > 1 and memory is not None and memory.enabled:
-        raise ValueError("--search plays whole histories: not for a run trained with "
-                         "rollout.memory")  # fmt: skip
-    if search > 1 and constrained != "off":
-        raise ValueError("--search does not constrain its branches: use --constrained off")
+    _check_decoding(search, depth, value, memory, constrained)
     import_env_modules(imports or [])
     kwargs = dict(env_kwargs or {})
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
@@ -123,8 +117,6 @@ def evaluate_model(
 
     levels = levels or [1, 2, 3]
     extra: dict[str, Any] = {}
-    if value not in ("layers", "critic"):
-        raise ValueError(f"--value must be 'layers' or 'critic', got {value!r}")
     if search > 1:
         from rich.console import Console
         from rich.progress import Progress
@@ -159,6 +151,19 @@ def evaluate_model(
     if general:
         report["general"] = general_check(generator, generator.tokenizer)
     return report, trajs
+
+
+def _check_decoding(search: int, depth: int, value: str, memory: Any, constrained: str) -> None:
+    """The decoding options of ``evaluate_model`` make sense together (else a ValueError)."""
+    if search < 1 or depth < 1:
+        raise ValueError(f"--search and --depth must be >= 1, got {search} and {depth}")
+    if value not in ("layers", "critic"):
+        raise ValueError(f"--value must be 'layers' or 'critic', got {value!r}")
+    if search > 1 and memory is not None and memory.enabled:
+        raise ValueError("--search plays whole histories: not for a run trained with "
+                         "rollout.memory")  # fmt: skip
+    if search > 1 and constrained != "off":
+        raise ValueError("--search does not constrain its branches: use --constrained off")
 
 
 def load_start_weights(model: Any, run_dir: Path, device: str) -> None:

@@ -54,13 +54,10 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
                api_key: str | None = None, session: Any = None,
                recorder: Recorder | None = None, any_model: bool = False,
                constrained: str = "off") -> FastAPI:  # fmt: skip
-    """The FastAPI app serving ``engine``'s model as ``model_name`` (``session``: a decode
-    session to use instead of the engine's own, e.g. a scripted one in tests; ``recorder``:
-    record sessions and take rewards, see the module docstring; ``any_model``: serve requests
-    whatever model they name, as a trainer's own server does; ``constrained``: ``tool_calls``
-    constrains ``tool_choice: auto`` replies with the tool-call grammar too)."""
-    if constrained not in ("off", "tool_calls"):
-        raise ValueError(f"constrained={constrained!r}: use 'off' or 'tool_calls'")
+    """The app serving ``engine``'s model as ``model_name``; ``session``: a decode session to
+    use (tests), ``recorder``: record sessions and rewards, ``any_model``: serve any model name
+    (a trainer's server), ``constrained="tool_calls"``: auto replies constrained too."""
+    _check_constrained(constrained)
     batcher = Batcher(engine, capacity=capacity, slots=slots, session=session)
     tok = engine.tokenizer
 
@@ -106,7 +103,7 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
             raise RequestError(f"model {req.model!r} is not served here; this server serves "
                                f"{model_name!r}", "model", 404, "not_found_error")  # fmt: skip
         messages, tools = _messages_and_tools(req)
-        grammar = _grammar_of(req, tools, constrained)
+        grammar = _grammar_of(req, tools, constrained)  # checked before anything is queued
         session = request.headers.get(SESSION_HEADER) or req.user
         prompt, continued = _encode(tok, messages, tools, recorder, session)
         max_new = _max_new(req, len(prompt), capacity, recorder)
@@ -114,9 +111,8 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         seed = req.seed if req.seed is not None else random.getrandbits(31)
         sampling = (recorder.sampling if recorder is not None and recorder.sampling
                     else sampling_of(req))  # fmt: skip
-        jobs = [batcher.submit(Job(prompt, max_new, sampling, seed + i, stop,
-                                   constraint=_constraint(engine, grammar)))
-                for i in range(req.n)]  # fmt: skip
+        jobs = [batcher.submit(job) for job in
+                _jobs(engine, grammar, req.n, prompt, max_new, sampling, seed, stop)]  # fmt: skip
         rid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
 
         def record() -> None:
@@ -134,6 +130,11 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         return _completion(jobs, rid, created, model_name, len(prompt))
 
     return app
+
+
+def _check_constrained(constrained: str) -> None:
+    if constrained not in ("off", "tool_calls"):
+        raise ValueError(f"constrained={constrained!r}: use 'off' or 'tool_calls'")
 
 
 def _add_auth(app: FastAPI, api_key: str | None) -> None:
@@ -218,6 +219,14 @@ def _grammar_of(req: ChatRequest, tools: Any, constrained: str) -> tuple[list, b
     if choice == "required":
         return list(tools), True
     return (list(tools), False) if constrained == "tool_calls" else None
+
+
+def _jobs(engine: Any, grammar: tuple[list, bool] | None, n: int, prompt: list[int],
+          max_new: int, sampling: tuple, seed: int,
+          stop: tuple[str, ...]) -> list[Job]:  # fmt: skip
+    """The request's ``n`` jobs, seeds ``seed`` + i, each with its own grammar state."""
+    return [Job(prompt, max_new, sampling, seed + i, stop,
+                constraint=_constraint(engine, grammar)) for i in range(n)]  # fmt: skip
 
 
 def _constraint(engine: Any, grammar: tuple[list, bool] | None) -> Any:
