@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 from runhelpers import tiny_run_overrides
 
@@ -30,7 +31,19 @@ def test_grpo_steps_change_parameters_and_write_run_dir(tiny_dir, tmp_path):
             "train.eval_every=1",
         ],
     )
-    summary = train(cfg, progress=False)
+    from runhelpers import ToolCallingGenerator
+
+    from agentrl.train import loop
+
+    real = loop.load_generator
+
+    def load(cfg):  # episodes that call tools, so a group's rewards differ on any machine
+        model, tok, generator, device = real(cfg)
+        return model, tok, ToolCallingGenerator(generator), device
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loop, "load_generator", load)
+        summary = train(cfg, progress=False)
     for when in ("before", "after"):  # the summary's rate is the rate of the saved episodes
         episodes = [json.loads(x) for x in (run / f"eval_{when}.jsonl").read_text().splitlines()]
         assert len(episodes) == 4
