@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from agentrl.chat.render import encode_delta, encode_prompt, tokenize
 from agentrl.config.memory import MemoryConfig
 from agentrl.engine.decoder import draw_seeds
+from agentrl.engine.grammar import check_mode
 from agentrl.engine.turns import open_session
 from agentrl.memory.episode import EpisodeMemory
 from agentrl.types import Message, RewardBreakdown, Segment, Trajectory
@@ -209,7 +210,7 @@ def run_episodes(
     for i, seed in zip(starting, draw_seeds(len(starting)), strict=True):
         live[i].seed = seed
         sess.add(i, live[i].ids, _budget(live[i], max_new_tokens, max_total_tokens), seed,
-                 **_constrained(live[i]))  # fmt: skip
+                 constraint=live[i].constraint)  # fmt: skip
     for i in set(range(len(live))) - set(starting):  # the prompt alone is over the limit
         finish(i, "length")
     stepper = _Stepper(_concurrent([ep.env for ep in live]), min(32, max(1, len(live))))
@@ -264,24 +265,18 @@ def _rewrite(ep: _Live, i: int, sess, finish, tok, max_new: int, max_total: int)
     ep.restart(view, prompt)
     sess.release(i)
     sess.add(i, ep.ids, _budget(ep, max_new, max_total), ep.seed + 7919 * len(ep.segments),
-             **_constrained(ep))  # fmt: skip
+             constraint=ep.constraint)  # fmt: skip
 
 
 def _constraints(generator, constrained: str) -> Callable[[list[dict]], object | None]:
     """Tool schemas -> a turn constraint (or None), for ``run_episodes(constrained=...)``."""
+    check_mode(constrained)
     if constrained == "off":
         return lambda schemas: None
-    if constrained != "tool_calls":
-        raise ValueError(f"constrained={constrained!r}: use 'off' or 'tool_calls'")
     if not hasattr(generator, "tool_call_constraint"):
         raise ValueError("rollout.constrained=tool_calls masks logits inside agentrl's engine; "
                          f"{type(generator).__name__} has no tool_call_constraint")  # fmt: skip
     return generator.tool_call_constraint
-
-
-def _constrained(ep: _Live) -> dict:
-    """``sess.add`` keywords: the episode's constraint, when it has one."""
-    return {} if ep.constraint is None else {"constraint": ep.constraint}
 
 
 def _budget(ep: _Live, max_new: int, max_total: int) -> int:

@@ -5,6 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def assistant_turns(ids: list[int], mask: list[int]) -> list[list[int]]:
+    """The runs of loss-mask 1 of an episode: each assistant turn's ids, its stop included."""
+    turns, current = [], []
+    for t, m in zip(ids, mask, strict=True):
+        if m:
+            current.append(t)
+        elif current:
+            turns.append(current)
+            current = []
+    return turns + ([current] if current else [])
+
+
 def tiny_run_overrides(tiny_dir: Path, run: Path) -> list[str]:
     """The smallest weather run: no warm start or evaluation, one group of 2, short turns.
 

@@ -37,7 +37,7 @@ class ScriptedSession:
         self.tok, self.stop = tok, stop_token_ids(tok)[0]
         self.seqs: dict = {}
 
-    def add(self, key, prompt, max_new, seed, sampling=None):
+    def add(self, key, prompt, max_new, seed, sampling=None, constraint=None):
         text = self.tok.decode(prompt)
         script = ANSWER if "<tool_response>" in text.split("<|im_start|>user")[-1] else CALL_TEXT
         self.seqs[key] = [self.tok.encode(script) + [self.stop], [], max_new]

@@ -28,6 +28,13 @@ from typing import Any
 import torch
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+MODES = ("off", "tool_calls")  # rollout.constrained, agentrl eval / serve --constrained
+
+
+def check_mode(constrained: str) -> None:
+    """A ValueError naming the allowed values unless ``constrained`` is one of ``MODES``."""
+    if constrained not in MODES:
+        raise ValueError(f"constrained={constrained!r}: use 'off' or 'tool_calls'")
 
 
 def _strict(schema: dict[str, Any]) -> dict[str, Any]:
@@ -118,13 +125,13 @@ class TurnConstraint:
     """One sequence's grammar state for the current turn (an llguidance ``LLMatcher``)."""
 
     def __init__(self, matcher: Any) -> None:
-        self.matcher = matcher
+        from llguidance.torch import fill_next_token_bitmask
+
+        self.matcher, self._fill = matcher, fill_next_token_bitmask
 
     def fill(self, bitmask: torch.Tensor, row: int) -> None:
         """Write the allowed next tokens into row ``row`` of a (B, W) int32 bitmask."""
-        from llguidance.torch import fill_next_token_bitmask
-
-        fill_next_token_bitmask(self.matcher, bitmask, row)
+        self._fill(self.matcher, bitmask, row)
 
     def advance(self, token: int) -> None:
         """The sampled token joins the turn (it was allowed: the mask made sure)."""

@@ -28,7 +28,12 @@ class TurnSession:
     def set_prefix(self, ids: list[int]) -> None:
         """Nothing to do: a batch generator finds shared prefixes itself, if it can."""
 
-    def add(self, key: Hashable, prompt: list[int], max_new: int, seed: int | None) -> None:
+    def add(self, key: Hashable, prompt: list[int], max_new: int, seed: int | None,
+            constraint: Any = None) -> None:  # fmt: skip
+        if constraint is not None:
+            name = type(self.generator).__name__
+            raise ValueError("constrained decoding masks logits inside agentrl's engine; "
+                             f"{name} only has a batch generate")  # fmt: skip
         self.ids[key], self.budget[key] = list(prompt), max_new
         self.in_turn.append(key)
 

@@ -35,6 +35,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from agentrl.chat.render import encode_prompt
+from agentrl.engine.grammar import check_mode
 from agentrl.serve.batcher import Batcher, Job, partial_text
 from agentrl.serve.protocol import (
     ChatRequest,
@@ -57,7 +58,7 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
     """The app serving ``engine``'s model as ``model_name``; ``session``: a decode session to
     use (tests), ``recorder``: record sessions and rewards, ``any_model``: serve any model name
     (a trainer's server), ``constrained="tool_calls"``: auto replies constrained too."""
-    _check_constrained(constrained)
+    check_mode(constrained)
     batcher = Batcher(engine, capacity=capacity, slots=slots, session=session)
     tok = engine.tokenizer
 
@@ -130,11 +131,6 @@ def create_app(engine: Any, model_name: str, *, capacity: int, slots: int = 8,
         return _completion(jobs, rid, created, model_name, len(prompt))
 
     return app
-
-
-def _check_constrained(constrained: str) -> None:
-    if constrained not in ("off", "tool_calls"):
-        raise ValueError(f"constrained={constrained!r}: use 'off' or 'tool_calls'")
 
 
 def _add_auth(app: FastAPI, api_key: str | None) -> None:

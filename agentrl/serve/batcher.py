@@ -119,9 +119,8 @@ class Batcher:
             return
         while True:
             self.live[job.key] = job
-            extra = {} if job.constraint is None else {"constraint": job.constraint}
             self.session.add(job.key, job.prompt, job.max_new, job.seed, sampling=job.sampling,
-                             **extra)  # fmt: skip
+                             constraint=job.constraint)  # fmt: skip
             self.stats["jobs"] += 1
             try:
                 job = self.inbox.get_nowait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from runhelpers import assistant_turns
 
 from agentrl.chat.render import (
     assistant_body,
@@ -142,15 +143,7 @@ def test_mask_covers_exactly_assistant_bodies_and_im_end(tok) -> None:
     ids, mask = encode_conversation(tok, CONVO, TOOLS)
     assert len(ids) == len(mask)
     end = tok.convert_tokens_to_ids(IM_END)
-    spans, cur = [], []
-    for t, m in zip(ids, mask, strict=True):
-        if m:
-            cur.append(t)
-        elif cur:
-            spans.append(cur)
-            cur = []
-    if cur:
-        spans.append(cur)
+    spans = assistant_turns(ids, mask)
     bodies = [assistant_body(tok, m, TOOLS) for m in CONVO if m["role"] == "assistant"]
     assert len(spans) == len(bodies) == 4
     for span, body in zip(spans, bodies, strict=True):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from runhelpers import assistant_turns
 
 from agentrl import envs
 from agentrl.chat.parser import parse_action
@@ -32,18 +33,6 @@ def grammar(tiny_policy):
     return tok, ToolCallGrammar(tok, stop_token_ids(tok), vocab)
 
 
-def _assistant_turns(ids: list[int], mask: list[int]) -> list[list[int]]:
-    """The runs of loss-mask 1: each assistant turn's ids, its stop token included."""
-    turns, current = [], []
-    for t, m in zip(ids, mask, strict=True):
-        if m:
-            current.append(t)
-        elif current:
-            turns.append(current)
-            current = []
-    return turns + ([current] if current else [])
-
-
 def test_every_reference_turn_of_every_family_is_accepted(grammar):
     tok, g = grammar
     calls = 0
@@ -52,7 +41,7 @@ def test_every_reference_turn_of_every_family_is_accepted(grammar):
         for level in family_levels(env)[:3]:
             messages, _ = run_reference_episode(env, seed=7, level=level)
             ids, mask = encode_conversation(tok, messages, env.tool_schemas)
-            for turn in _assistant_turns(ids, mask):
+            for turn in assistant_turns(ids, mask):
                 assert g.accepts(env.tool_schemas, turn), (env_id, level, tok.decode(turn))
                 calls += tok.decode(turn).count("<tool_call>")
     assert calls >= 60  # every family's calls were checked, not only final answers
@@ -174,7 +163,7 @@ def test_a_constrained_rollout_follows_the_grammar_every_turn(tiny_policy, gramm
                          max_new_tokens=48, max_total_tokens=1024, temperature=1.0,
                          constrained="tool_calls")  # fmt: skip
     schemas = envs.make("weather").tool_schemas
-    turns = [turn for t in trajs for turn in _assistant_turns(t.token_ids, t.loss_mask)]
+    turns = [turn for t in trajs for turn in assistant_turns(t.token_ids, t.loss_mask)]
     assert len(turns) >= 6
     for turn in turns:
         if turn[-1] in stop_token_ids(tok):
