@@ -168,6 +168,7 @@ def run_episodes(
     on_turn: Callable[[int, int], None] | None = None,
     memory: MemoryConfig | None = None,
     constrained: str = "off",
+    seed: int | None = None,
 ) -> list[Trajectory]:
     """Play one episode per spec to the end; returns trajectories in spec order.
 
@@ -178,6 +179,9 @@ def run_episodes(
     context rather than the whole episode.
     ``constrained``: ``"tool_calls"`` lets each turn write only well-formed calls of the
     episode's tools (``agentrl.engine.grammar``; needs agentrl's engine); ``"off"``: free.
+    ``seed``: the base of the episodes' sampling seeds (None: one draw of torch's global RNG);
+    an asynchronous rollout draws it where the step is scheduled, so a worker thread replays
+    exactly.
     """
     tok = generator.tokenizer
     constraint_for = _constraints(generator, constrained)
@@ -207,9 +211,9 @@ def run_episodes(
     shared = _shared_prefix(generator, [live[i].ids for i in starting])
     if shared:
         sess.set_prefix(live[starting[0]].ids[:shared])
-    for i, seed in zip(starting, draw_seeds(len(starting)), strict=True):
-        live[i].seed = seed
-        sess.add(i, live[i].ids, _budget(live[i], max_new_tokens, max_total_tokens), seed,
+    for i, ep_seed in zip(starting, draw_seeds(len(starting), seed), strict=True):
+        live[i].seed = ep_seed
+        sess.add(i, live[i].ids, _budget(live[i], max_new_tokens, max_total_tokens), ep_seed,
                  constraint=live[i].constraint)  # fmt: skip
     for i in set(range(len(live))) - set(starting):  # the prompt alone is over the limit
         finish(i, "length")

@@ -1,7 +1,13 @@
-"""Config overrides shared by the tests that train the tiny fixture model for a few steps."""
+"""Config overrides and helpers shared by the tests that train the tiny fixture model for a few
+steps (and kill some of them)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 
@@ -60,6 +66,10 @@ class ToolCallingGenerator:
         else:  # e.g. ``generator.model = policy``: the inner generator samples with it
             setattr(self.inner, name, value)
 
+    def fork(self, model):
+        """The same wrapper around the inner engine's fork (asynchronous rollout)."""
+        return ToolCallingGenerator(self.inner.fork(model))
+
     def generate(self, prompts, **kwargs):
         import torch
 
@@ -98,3 +108,68 @@ def use_tool_calling_generator(module) -> None:
         return model, tok, ToolCallingGenerator(generator), device
 
     module.load_generator = load
+
+
+# The killed run: stop at a chosen point and wait there to be killed.
+KILLED_CHILD = """
+import sys, time
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from agentrl.config import load_config
+from agentrl import checkpoint
+from agentrl.train import loop, train
+
+cfg_path, mode, arg, flag, tests = sys.argv[1:6]
+sys.path.insert(0, tests)
+from runhelpers import use_tool_calling_generator
+use_tool_calling_generator(loop)
+cfg = load_config(cfg_path)
+
+def park():
+    Path(flag).write_text("parked")
+    time.sleep(600)
+
+if mode == "after_step":  # park once `arg` steps are done (their checkpoint included)
+    hook = lambda n: park() if n == int(arg) else None
+    train(cfg, progress=False, on_step=hook)
+else:  # park half way through writing the checkpoint directory `arg`
+    real = checkpoint._write_file
+    def slow_write(path, obj):
+        if path.parent.name == arg + ".tmp" and path.name == "optimizer.pt":
+            path.write_bytes(b"partial")
+            park()
+        real(path, obj)
+    checkpoint._write_file = slow_write
+    train(cfg, progress=False)
+"""
+
+
+def run_and_kill(cfg_path: Path, mode: str, arg: str, flag: Path) -> None:
+    """Train ``cfg_path`` in a child process, park it (``mode`` ``after_step``: once ``arg``
+    steps are done; ``in_write``: half way through writing checkpoint ``arg``), SIGKILL it."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            KILLED_CHILD,
+            str(cfg_path),
+            mode,
+            arg,
+            str(flag),
+            str(Path(__file__).resolve().parent),
+        ],
+        env=env,
+    )
+    try:
+        deadline = time.time() + 300
+        while not flag.exists():
+            assert proc.poll() is None, "the child exited before reaching the kill point"
+            assert time.time() < deadline, "the child never reached the kill point"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()

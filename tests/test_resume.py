@@ -13,16 +13,11 @@ left out of the comparison; everything else must match exactly.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
-from runhelpers import tiny_run_overrides, use_tool_calling_generator
+from runhelpers import run_and_kill, tiny_run_overrides, use_tool_calling_generator
 from typer.testing import CliRunner
 
 from agentrl.checkpoint import latest_checkpoint, load_checkpoint
@@ -31,7 +26,6 @@ from agentrl.config import build_config, save_config
 from agentrl.train import loop, train
 
 STEPS = 8
-TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -65,59 +59,6 @@ def _overrides(tiny_dir: Path, run: Path, every: int, algo: str = "ppo") -> list
         "algo.schedule.entropy_final=0.0",
         *extra,
     ]
-
-
-# The killed run: stop at a chosen point and wait there to be killed.
-_CHILD = """
-import sys, time
-from pathlib import Path
-import torch
-torch.set_num_threads(1)
-from agentrl.config import load_config
-from agentrl import checkpoint
-from agentrl.train import loop, train
-
-cfg_path, mode, arg, flag, tests = sys.argv[1:6]
-sys.path.insert(0, tests)
-from runhelpers import use_tool_calling_generator
-use_tool_calling_generator(loop)
-cfg = load_config(cfg_path)
-
-def park():
-    Path(flag).write_text("parked")
-    time.sleep(600)
-
-if mode == "after_step":  # park once `arg` steps are done (their checkpoint included)
-    hook = lambda n: park() if n == int(arg) else None
-    train(cfg, progress=False, on_step=hook)
-else:  # park half way through writing the checkpoint directory `arg`
-    real = checkpoint._write_file
-    def slow_write(path, obj):
-        if path.parent.name == arg + ".tmp" and path.name == "optimizer.pt":
-            path.write_bytes(b"partial")
-            park()
-        real(path, obj)
-    checkpoint._write_file = slow_write
-    train(cfg, progress=False)
-"""
-
-
-def _run_and_kill(cfg_path: Path, mode: str, arg: str, flag: Path) -> None:
-    env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(cfg_path), mode, arg, str(flag), str(TESTS)], env=env
-    )
-    try:
-        deadline = time.time() + 300
-        while not flag.exists():
-            assert proc.poll() is None, "the child exited before reaching the kill point"
-            assert time.time() < deadline, "the child never reached the kill point"
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        assert proc.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 def _metric_lines(run: Path) -> list[dict]:
@@ -180,7 +121,7 @@ def test_kill_after_step_then_resume_equals_straight_run(straight, tiny_dir, tmp
     cfg_path = tmp_path / "cfg.yaml"
     save_config(build_config({}, _overrides(tiny_dir, run, 4, algo)), cfg_path)
     # killed after 5 steps: the checkpoint is at 4, so step 4's metric line must be dropped
-    _run_and_kill(cfg_path, "after_step", "5", tmp_path / "flag")
+    run_and_kill(cfg_path, "after_step", "5", tmp_path / "flag")
     assert len((run / "metrics.jsonl").read_text().splitlines()) == 5
     assert latest_checkpoint(run / "checkpoints").name == "step_000004"
     _resume_cli(run)
@@ -196,7 +137,7 @@ def test_kill_during_checkpoint_write_keeps_previous_and_resume_uses_it(
     run = tmp_path / "killed_in_write"
     cfg_path = tmp_path / "cfg.yaml"
     save_config(build_config({}, _overrides(tiny_dir, run, 2, algo)), cfg_path)
-    _run_and_kill(cfg_path, "in_write", "step_000006", tmp_path / "flag")
+    run_and_kill(cfg_path, "in_write", "step_000006", tmp_path / "flag")
     ckpts = run / "checkpoints"
     assert (ckpts / "step_000006.tmp" / "optimizer.pt").read_bytes() == b"partial"
     assert not (ckpts / "step_000006").exists()

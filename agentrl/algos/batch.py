@@ -26,6 +26,9 @@ class Batch:
     mask: torch.Tensor  # (B, T-1) 1 = policy token that counts in the loss
     old_logp: torch.Tensor  # (B, T-1) rollout-time log-probs of targets
     ref_logp: torch.Tensor | None = None  # (B, T-1) reference-policy log-probs
+    #: (B, T-1) truncated importance weights of stale rollout tokens (asynchronous rollout,
+    #: ``agentrl.algos.offpolicy``); None = every token weighs 1
+    is_weight: torch.Tensor | None = None
 
     def with_reference(self, ref_logp: torch.Tensor | None) -> Batch:
         """The same batch carrying the reference log-probs (B, T-1)."""

@@ -69,7 +69,7 @@ def grpo_micro_loss(
         )  # (b, t-1) each
         loss, stats = grpo_loss(
             logp, mb.old_logp, mb.ref_logp, sig.advantages, mb.mask, clip_eps, kl_coef,
-            loss_agg, kl_kind,
+            loss_agg, kl_kind, mb.is_weight,
         )  # fmt: skip
         entropy = masked_mean(ent, mb.mask, loss_agg)
         if entropy_coef > 0:

@@ -36,14 +36,22 @@ def clipped_policy_loss(
     mask: torch.Tensor,  # (B, T) 1 = policy token that counts in the loss
     clip_eps: float = 0.2,
     agg: str = "token_mean",
+    is_weight: torch.Tensor | None = None,  # (B, T) truncated importance weights, or None
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """PPO/GRPO clipped surrogate: -min(r A, clip(r, 1-e, 1+e) A), aggregated over mask."""
+    """PPO/GRPO clipped surrogate: -w min(r A, clip(r, 1-e, 1+e) A), aggregated over mask.
+
+    ``is_weight`` (w, no gradient): a stale sample's correction from the policy that played it
+    to the one the ratio ``r`` starts from (``agentrl.algos.offpolicy``); None: w = 1.
+    """
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(-1).expand_as(logp)  # (B, T)
     ratio = torch.exp(logp - old_logp)  # (B, T)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    loss = masked_mean(-torch.minimum(unclipped, clipped), mask, agg)
+    surrogate = -torch.minimum(unclipped, clipped)  # (B, T)
+    if is_weight is not None:
+        surrogate = surrogate * is_weight.detach()
+    loss = masked_mean(surrogate, mask, agg)
     with torch.no_grad():
         clip_frac = masked_mean((unclipped != clipped).to(logp.dtype), mask, "token_mean")
         approx_kl_old = masked_mean(0.5 * (logp - old_logp) ** 2, mask, "token_mean")
@@ -60,12 +68,14 @@ def grpo_loss(
     kl_coef: float = 0.0,
     agg: str = "token_mean",
     kl_kind: str = "k3",
+    is_weight: torch.Tensor | None = None,  # (B, T) or None
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """GRPO objective: clipped surrogate + kl_coef * KL to the reference, over policy tokens.
 
-    ``kl_kind`` picks the per-token estimator (``agentrl.algos.kl``: k1, k2, k3).
+    ``kl_kind`` picks the per-token estimator (``agentrl.algos.kl``: k1, k2, k3);
+    ``is_weight`` weighs each token's surrogate (stale samples, ``clipped_policy_loss``).
     """
-    pg_loss, stats = clipped_policy_loss(logp, old_logp, advantages, mask, clip_eps, agg)
+    pg_loss, stats = clipped_policy_loss(logp, old_logp, advantages, mask, clip_eps, agg, is_weight)
     if ref_logp is not None and kl_coef > 0:
         kl = masked_mean(kl_estimate(logp, ref_logp, kl_kind), mask, agg)
     else:

@@ -231,7 +231,7 @@ def ppo_micro_loss(
             hidden = None  # the critic reads its own trunk
         values = critic(mb.input_ids, mb.attention, hidden)[:, :-1].float()  # (b, t-1)
         pg, pg_stats = clipped_policy_loss(
-            logp, mb.old_logp, sig.advantages, mb.mask, clip_eps, loss_agg
+            logp, mb.old_logp, sig.advantages, mb.mask, clip_eps, loss_agg, mb.is_weight
         )
         vf, vf_stats = clipped_value_loss(
             values, sig.old_values, sig.returns, sig.value_mask, value_clip

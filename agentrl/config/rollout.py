@@ -1,5 +1,5 @@
 """``rollout:``: how episodes are played (sampling, token budgets, tree search, memory,
-constrained tool calls)."""
+constrained tool calls, asynchronous rollout)."""
 
 from __future__ import annotations
 
@@ -60,6 +60,20 @@ class RolloutConfig(Section):
         "agentrl.engine.grammar). The update recomputes the old log-probs unconstrained.",
     )
 
+    max_staleness: int = Field(
+        0,
+        ge=0,
+        description="Asynchronous rollout: a worker thread plays the next steps' episodes with "
+        "a copy of the policy while the trainer updates; a step may train on episodes played "
+        "by weights at most this many updates old (agentrl.train.pipeline). 0 = synchronous.",
+    )
+    is_cap: float = Field(
+        2.0,
+        ge=1.0,
+        description="Asynchronous rollout: stale tokens are weighed by min(pi_prox / mu, "
+        "is_cap), the truncated importance weight (agentrl.algos.offpolicy).",
+    )
+
     @model_validator(mode="after")
     def _check_memory(self) -> RolloutConfig:
         if self.memory.enabled and self.search_k > 1:
@@ -71,5 +85,12 @@ class RolloutConfig(Section):
             raise ValueError(
                 "rollout.constrained=tool_calls constrains run_episodes; tree search "
                 "(rollout.search_k > 1) does not: set search_k=1 or constrained=off"
+            )
+        if self.max_staleness > 0 and (self.search_k > 1 or self.constrained != "off"):
+            raise ValueError(
+                "rollout.max_staleness > 0 (asynchronous rollout) plays plain episodes: the "
+                "importance weights would count a tree search's choices or the tool-call "
+                "grammar's mask as staleness; set max_staleness=0, or search_k=1 and "
+                "constrained=off"
             )
         return self

@@ -19,6 +19,7 @@ logits per sequence.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -45,10 +46,16 @@ def slots_that_fit(model: Any, capacity: int, available: int, fraction: float = 
     return max(1, int(fraction * available) // per_slot)
 
 
-def draw_seeds(n: int) -> list[int]:
-    """``n`` per-sequence seeds from one draw of the global torch RNG."""
-    base = int(torch.randint(0, 2**62, (1,)))
+def draw_seeds(n: int, base: int | None = None) -> list[int]:
+    """``n`` per-sequence seeds ``base, base + 1, ...``; ``base`` None: one draw of the global
+    torch RNG (``draw_seed_base``)."""
+    base = draw_seed_base() if base is None else base
     return [base + i for i in range(n)]
+
+
+def draw_seed_base() -> int:
+    """One draw of the global torch RNG: the base of a batch's per-sequence seeds."""
+    return int(torch.randint(0, 2**62, (1,)))
 
 
 class Engine:
@@ -60,6 +67,14 @@ class Engine:
     """
 
     supports_sessions = True
+    accepts_seeds = True  # generate(..., seeds=): see TurnSession
+
+    def fork(self, model: Any) -> Engine:
+        """An engine with the same settings decoding ``model``, with its own tokenizer copy
+        (an asynchronous rollout's worker thread decodes with it; ``agentrl.train.pipeline``)."""
+        return Engine(model, copy.deepcopy(self.tokenizer), self.stop_ids, self.pad_id,
+                      slots=self.slots, share_prefix=self.share_prefix,
+                      dtype=self.dtype)  # fmt: skip
 
     def __init__(self, model: Any, tokenizer: Any, stop_ids: list[int], pad_id: int,
                  slots: int = DEFAULT_SLOTS, share_prefix: bool = True,
@@ -136,9 +151,11 @@ class Engine:
         return n if n >= MIN_SHARED_PREFIX else 0
 
     def generate(self, prompts: list[list[int]], *, max_new_tokens: int,
-                 temperature: float = 1.0, top_p: float = 1.0,
-                 greedy: bool = False) -> list[Sample]:  # fmt: skip
-        """One turn for each prompt: sampled ids (stop token included) and their log-probs."""
+                 temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
+                 seeds: list[int] | None = None) -> list[Sample]:  # fmt: skip
+        """One turn for each prompt: sampled ids (stop token included) and their log-probs.
+
+        ``seeds``: each prompt's sampling seed (None: drawn from the global torch RNG)."""
         if not prompts:
             return []
         capacity = max(map(len, prompts)) + max_new_tokens
@@ -147,7 +164,8 @@ class Engine:
         shared = self.shared_prefix(prompts)
         if shared:
             sess.set_prefix(prompts[0][:shared])
-        for i, (p, seed) in enumerate(zip(prompts, draw_seeds(len(prompts)), strict=True)):
+        seeds = draw_seeds(len(prompts)) if seeds is None else seeds
+        for i, (p, seed) in enumerate(zip(prompts, seeds, strict=True)):
             sess.add(i, p, max_new_tokens, seed)
         out: dict[int, Sample] = {}
         while len(out) < len(prompts):

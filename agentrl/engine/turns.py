@@ -14,9 +14,17 @@ from typing import Any
 
 from agentrl.policy.generate import Sample
 
+#: a turn's seed: the sequence's seed plus this times the turns it has had
+TURN_SEED_STRIDE = 7919
+
 
 class TurnSession:
-    """One ``generate`` call per step for all sequences in a turn (no cache across turns)."""
+    """One ``generate`` call per step for all sequences in a turn (no cache across turns).
+
+    A generator whose ``accepts_seeds`` is true gets each sequence's seed for the turn
+    (``generate(..., seeds=)``), so what a sequence samples does not depend on which others
+    share its call or on the global RNG (as in an ``Engine`` session); others draw their own.
+    """
 
     def __init__(self, generator: Any, *, temperature: float, top_p: float, greedy: bool):
         self.generator = generator
@@ -24,6 +32,8 @@ class TurnSession:
         self.ids: dict[Hashable, list[int]] = {}
         self.budget: dict[Hashable, int] = {}
         self.in_turn: list[Hashable] = []
+        self.seeds: dict[Hashable, int | None] = {}  # the sequence's seed for its next turn
+        self.pass_seeds = bool(getattr(generator, "accepts_seeds", False))
 
     def set_prefix(self, ids: list[int]) -> None:
         """Nothing to do: a batch generator finds shared prefixes itself, if it can."""
@@ -34,7 +44,7 @@ class TurnSession:
             name = type(self.generator).__name__
             raise ValueError("constrained decoding masks logits inside agentrl's engine; "
                              f"{name} only has a batch generate")  # fmt: skip
-        self.ids[key], self.budget[key] = list(prompt), max_new
+        self.ids[key], self.budget[key], self.seeds[key] = list(prompt), max_new, seed
         self.in_turn.append(key)
 
     def extend(self, key: Hashable, delta: list[int], max_new: int) -> None:
@@ -44,6 +54,7 @@ class TurnSession:
 
     def release(self, key: Hashable) -> None:
         self.ids.pop(key, None)
+        self.seeds.pop(key, None)
         self.in_turn = [k for k in self.in_turn if k != key]
 
     @property
@@ -53,8 +64,13 @@ class TurnSession:
     def step(self) -> list[tuple[Hashable, Sample]]:
         keys, self.in_turn = self.in_turn, []
         n_new = max(1, max(self.budget[k] for k in keys))
+        options = dict(self.options)
+        if self.pass_seeds and all(self.seeds.get(k) is not None for k in keys):
+            options["seeds"] = [self.seeds[k] for k in keys]
+            for k in keys:
+                self.seeds[k] += TURN_SEED_STRIDE
         samples = self.generator.generate([self.ids[k] for k in keys], max_new_tokens=n_new,
-                                          **self.options)  # fmt: skip
+                                          **options)  # fmt: skip
         for k, s in zip(keys, samples, strict=True):
             self.ids[k].extend(s.ids)
         return list(zip(keys, samples, strict=True))

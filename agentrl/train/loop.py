@@ -28,10 +28,11 @@ from agentrl.train.build import (
     seed_everything,
     warm_start,
 )
+from agentrl.train.pipeline import RolloutPipeline
 from agentrl.train.run import Run, progress_bar
 from agentrl.train.sampler import make_sampler
 from agentrl.train.state import new_state
-from agentrl.train.step import rl_step
+from agentrl.train.step import draw_for, rl_step
 
 
 def train(
@@ -73,6 +74,10 @@ def _train_run(
     agent: AgentProgram | None = None,
 ) -> dict[str, Any]:
     console = run.console
+    if agent is not None and cfg.rollout.max_staleness > 0:
+        raise ValueError("rollout.max_staleness > 0 plays episodes in agentrl's own rollout; "
+                         "an --agent program plays them through the trainer's server: set "
+                         "rollout.max_staleness=0")  # fmt: skip
     if agent is not None and cfg.rollout.memory.enabled:
         raise ValueError("rollout.memory shapes agentrl's own rollout; an --agent program "
                          "keeps its own history (a rewrite is recorded as a new segment): "
@@ -113,12 +118,20 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
     amp = autocast_dtype(cfg.train.autocast, device)
     steps, every = cfg.train.steps, cfg.train.eval_every
     after: dict[str, Any] = {}
-    with run.recording(rl, optimizer, state):
+    pipeline = None  # asynchronous rollout: a worker thread plays the next steps' episodes
+    if cfg.rollout.max_staleness > 0 and start < steps:
+        pipeline = RolloutPipeline(rl.policy, generator, make_env, cfg.rollout,
+                                   state.rollout_jobs, start)  # fmt: skip
+    with run.recording(rl, optimizer, state), _closing(pipeline):
         with progress_bar(console, progress) as bar:
             task = bar.add_task(cfg.algo.name.upper(), total=steps, completed=start, info="")
             for step in range(start, steps):
+                played = None
+                if pipeline is not None:
+                    pipeline.fill(step, steps, rl.policy, draw_for(cfg, state))
+                    played = pipeline.take(step)
                 res = rl_step(cfg, step, rl, optimizer, state, generator, make_env,
-                              tok.pad_token_id, amp, collector)  # fmt: skip
+                              tok.pad_token_id, amp, collector, played)  # fmt: skip
                 for event in res.events:
                     console.print(f"curriculum: {event}")
                 run.log_step(step, res.metrics, res.trajs)
@@ -143,13 +156,14 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
 
 
 @contextmanager
-def _closing(collector: AgentCollector | None) -> Iterator[None]:
-    """Stop the agent server (if any) when training ends, however it ends."""
+def _closing(worker: AgentCollector | RolloutPipeline | None) -> Iterator[None]:
+    """Stop the agent server or the rollout worker (if any) when training ends, however it
+    ends."""
     try:
         yield
     finally:
-        if collector is not None:
-            collector.close()
+        if worker is not None:
+            worker.close()
 
 
 def _evaluate(run: Run, generator, make_env, when: str, step: int,

@@ -60,6 +60,10 @@ class UniformSampler:
         pass
 
 
+#: the sampler's key in a curriculum checkpoint: groups drawn whose outcomes are not back yet
+PENDING_KEY = "sampler_pending_groups"
+
+
 class CurriculumSampler:
     """Each group's env and level from the curriculum; harness faults never move levels."""
 
@@ -68,11 +72,12 @@ class CurriculumSampler:
     ):
         self.curriculum, self.rng = curriculum, rng
         self.group_size, self.seed_limit = group_size, seed_limit
-        self.assigned: dict[int, Assignment] = {}  # group id -> its assignment (this step)
+        #: group id -> its assignment, until its outcomes are back (an asynchronous rollout
+        #: draws the next steps' groups before this one's are fed back)
+        self.assigned: dict[int, Assignment] = {}
 
     def next(self, groups: int, first_group: int) -> list[EpisodeSpec]:
         specs = []
-        self.assigned = {}
         for g, a in enumerate(self.curriculum.next_levels(groups)):
             seed = self.rng.randrange(self.seed_limit)
             self.assigned[first_group + g] = a
@@ -83,16 +88,20 @@ class CurriculumSampler:
     def update(self, trajs: list[Trajectory]) -> list[str]:
         counted = [t for t in trajs if not t.is_harness_fault]
         assignments = [self.assigned[t.group_id] for t in counted]
+        for group in {t.group_id for t in trajs}:
+            self.assigned.pop(group, None)
         return self.curriculum.update(assignments, [t.success for t in counted])
 
     def metrics(self) -> dict[str, float]:
         return self.curriculum.metrics()
 
     def state_dict(self) -> dict[str, Any]:
-        return self.curriculum.state_dict()
+        return {**self.curriculum.state_dict(), PENDING_KEY: dict(self.assigned)}
 
     def load_state_dict(self, state: dict[str, Any] | None) -> None:
         if state is not None:
+            state = dict(state)
+            self.assigned = state.pop(PENDING_KEY, {})
             self.curriculum.load_state_dict(state)
 
 

@@ -19,11 +19,13 @@ from agentrl.checkpoint import (
     trainable_state,
     truncate_file,
 )
+from agentrl.train.pipeline import RolloutJob
 
 
 @dataclass
 class LoopState:
-    """The loop's RNG, KL controller, reward normalizer, NaN guard and task sampler."""
+    """The loop's RNG, KL controller, reward normalizer, NaN guard, task sampler and the
+    asynchronous rollout's in-flight jobs."""
 
     rng: random.Random
     kl: KLController
@@ -31,6 +33,8 @@ class LoopState:
     guard: NanGuard
     sampler: Any  # agentrl.train.sampler.Sampler
     eval_before: dict[str, Any] = field(default_factory=dict)
+    #: asynchronous rollout: jobs submitted and not yet trained on (agentrl.train.pipeline)
+    rollout_jobs: list[RolloutJob] = field(default_factory=list)
 
 
 def checkpoint_parts(step: int, rl, optimizer, state: LoopState, logs: list[Path]) -> dict:
@@ -49,6 +53,7 @@ def checkpoint_parts(step: int, rl, optimizer, state: LoopState, logs: list[Path
             "curriculum": state.sampler.state_dict(),
             "log_positions": {p.name: file_position(p) for p in logs},
         },
+        "rollout_jobs": [job.state() for job in state.rollout_jobs],
     }
 
 
@@ -67,6 +72,7 @@ def restore_parts(parts: dict, rl, optimizer, state: LoopState, run_dir: Path) -
     state.guard.load_state_dict(saved["nan_guard"])
     state.eval_before = saved["eval_before"]
     state.sampler.load_state_dict(saved.get("curriculum"))
+    state.rollout_jobs[:] = [RolloutJob.from_state(d) for d in parts.get("rollout_jobs", [])]
     for name, size in saved["log_positions"].items():
         truncate_file(Path(run_dir) / name, size)
     restore_rng(saved["rng"], state.rng)

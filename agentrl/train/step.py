@@ -20,6 +20,7 @@ from agentrl.algos.batch import TRUNCATED, Batch, episode_validity
 from agentrl.algos.forward import reference_logprobs
 from agentrl.algos.grpo import compute_advantages, grpo_update
 from agentrl.algos.kl import KLController
+from agentrl.algos.offpolicy import correct_stale_batch
 from agentrl.algos.ppo import ppo_signals, ppo_update
 from agentrl.algos.segments import broadcast_to_rows, segment_batch
 from agentrl.config import Config
@@ -28,6 +29,7 @@ from agentrl.planning.search_train import episodes_only, search_rollout
 from agentrl.precision import autocast
 from agentrl.rollout import EpisodeSpec, run_episodes
 from agentrl.train.build import RLModels
+from agentrl.train.pipeline import Draw, Played
 from agentrl.train.state import LoopState
 from agentrl.types import Trajectory
 
@@ -113,25 +115,33 @@ class StepResult:
 
 
 def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, generator,
-            make_env, pad_id: int, amp,
-            collector: Collector | None = None) -> StepResult:  # fmt: skip
+            make_env, pad_id: int, amp, collector: Collector | None = None,
+            played: Played | None = None) -> StepResult:  # fmt: skip
     """Play ``groups_per_step x group_size`` episodes and update the policy on them.
 
-    ``collector``: how the episodes are played (default ``env_collector``)."""
-    t0, ro = time.time(), cfg.rollout
+    ``collector``: how the episodes are played (default ``env_collector``). ``played``: the
+    step's episodes, already played by an asynchronous rollout (``agentrl.train.pipeline``)."""
+    ro = cfg.rollout
+    t0 = time.time() - (0.0 if played is None else played.wait_s)  # the step's wait included
     s = settings_at(cfg, step, state.kl)
     set_lr(optimizer, s.lr)
-    specs = state.sampler.next(ro.groups_per_step, step * ro.groups_per_step)
-    collector = collector or env_collector(generator, make_env, ro)
-    trajs, search = collector(specs, s.temperature)
-    rollout_s = time.time() - t0
+    if played is None:
+        specs = state.sampler.next(ro.groups_per_step, step * ro.groups_per_step)
+        collector = collector or env_collector(generator, make_env, ro)
+        trajs, search = collector(specs, s.temperature)
+        rollout_s = time.time() - t0
+    else:
+        trajs, rollout_s, search = played.trajs, played.wait_s, async_metrics(step, played)
     valid = episode_validity(trajs, resolve_truncation(cfg))  # (N,)
     raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
     rewards = state.normalizer(raw, valid)  # (N,)
     batch, owner = segment_batch(trajs, valid, pad_id)  # a row per context: R >= N rows
     extra_rollout: dict[str, float] = {}
     with autocast(_device(rl.policy), amp):
-        if not getattr(generator, "decodes_own_weights", True) or ro.constrained != "off":
+        if played is not None:  # stale samples: proximal ratio, truncated importance weights
+            prox = reference_logprobs(rl.policy, batch, s.temperature)  # (R, T-1)
+            batch, extra_rollout = correct_stale_batch(batch, prox, ro.is_cap)
+        elif not getattr(generator, "decodes_own_weights", True) or ro.constrained != "off":
             batch, extra_rollout = with_policy_logprobs(rl.policy, batch, s.temperature)
         if rl.ref is not None:
             batch = batch.with_reference(reference_logprobs(rl.ref, batch, s.temperature))
@@ -150,6 +160,27 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     events = state.sampler.update(episodes)
     m.update(state.sampler.metrics())
     return StepResult(m, episodes, stepped, events)
+
+
+def draw_for(cfg: Config, state: LoopState) -> Draw:
+    """An asynchronous rollout's ``draw``: step j's task instances from the sampler, and its
+    scheduled temperature (the same ones a synchronous step j would use)."""
+    ro, sch = cfg.rollout, cfg.algo.schedule
+
+    def draw(j: int) -> tuple[list[EpisodeSpec], float]:
+        specs = state.sampler.next(ro.groups_per_step, j * ro.groups_per_step)
+        temperature = schedules.temperature(
+            j, cfg.train.steps, ro.temperature, sch.temperature_final
+        )
+        return specs, temperature
+
+    return draw
+
+
+def async_metrics(step: int, played: Played) -> dict[str, float]:
+    """How stale an asynchronous step's episodes were and how long the worker played them."""
+    return {"rollout/staleness": float(step - played.version),
+            "time/rollout_play_s": played.play_s}  # fmt: skip
 
 
 def env_collector(generator, make_env, ro) -> Collector:
