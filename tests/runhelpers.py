@@ -58,6 +58,8 @@ class ToolCallingGenerator:
         self.inner = inner
 
     def __getattr__(self, name):  # tokenizer, stop_ids, device, ...
+        if name == "inner":  # not set yet (unpickling in a Ray worker)
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def __setattr__(self, name, value):

@@ -74,6 +74,22 @@ class RolloutConfig(Section):
         "is_cap), the truncated importance weight (agentrl.algos.offpolicy).",
     )
 
+    backend: Literal["local", "ray"] = Field(
+        "local",
+        description="Where episodes are played: local (this process) or ray (rollout.workers "
+        "Ray actors, each with a policy copy and its own envs; agentrl.train.ray_rollout; "
+        "pip install 'agentrl[ray]').",
+    )
+    workers: int = Field(2, ge=1, description="backend=ray: rollout actors.")
+    worker_cpus: int = Field(
+        1, ge=1, description="backend=ray: CPUs each actor reserves (and its torch threads)."
+    )
+    ray_address: str | None = Field(
+        None,
+        description="backend=ray: None starts a local Ray cluster; 'auto' or 'ray://host:port' "
+        "joins one started with 'ray start --head'.",
+    )
+
     @model_validator(mode="after")
     def _check_memory(self) -> RolloutConfig:
         if self.memory.enabled and self.search_k > 1:
@@ -92,5 +108,10 @@ class RolloutConfig(Section):
                 "importance weights would count a tree search's choices or the tool-call "
                 "grammar's mask as staleness; set max_staleness=0, or search_k=1 and "
                 "constrained=off"
+            )
+        if self.backend == "ray" and (self.search_k > 1 or self.constrained != "off"):
+            raise ValueError(
+                "rollout.backend=ray plays plain episodes in its actors; set backend=local "
+                "for tree search (search_k > 1) or constrained decoding"
             )
         return self

@@ -74,10 +74,11 @@ def _train_run(
     agent: AgentProgram | None = None,
 ) -> dict[str, Any]:
     console = run.console
-    if agent is not None and cfg.rollout.max_staleness > 0:
-        raise ValueError("rollout.max_staleness > 0 plays episodes in agentrl's own rollout; "
-                         "an --agent program plays them through the trainer's server: set "
-                         "rollout.max_staleness=0")  # fmt: skip
+    if agent is not None and (cfg.rollout.max_staleness > 0 or cfg.rollout.backend == "ray"):
+        raise ValueError("rollout.max_staleness > 0 and rollout.backend=ray play episodes in "
+                         "agentrl's own rollout; an --agent program plays them through the "
+                         "trainer's server: set rollout.max_staleness=0, "
+                         "rollout.backend=local")  # fmt: skip
     if agent is not None and cfg.rollout.memory.enabled:
         raise ValueError("rollout.memory shapes agentrl's own rollout; an --agent program "
                          "keeps its own history (a rewrite is recorded as a new segment): "
@@ -118,10 +119,10 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
     amp = autocast_dtype(cfg.train.autocast, device)
     steps, every = cfg.train.steps, cfg.train.eval_every
     after: dict[str, Any] = {}
-    pipeline = None  # asynchronous rollout: a worker thread plays the next steps' episodes
-    if cfg.rollout.max_staleness > 0 and start < steps:
-        pipeline = RolloutPipeline(rl.policy, generator, make_env, cfg.rollout,
-                                   state.rollout_jobs, start)  # fmt: skip
+    pipeline = None  # a worker thread (and Ray actors) playing the next steps' episodes
+    if (cfg.rollout.max_staleness > 0 or cfg.rollout.backend == "ray") and start < steps:
+        pipeline = RolloutPipeline(rl.policy, generator, make_env, cfg, state.rollout_jobs,
+                                   start)  # fmt: skip
     with run.recording(rl, optimizer, state), _closing(pipeline):
         with progress_bar(console, progress) as bar:
             task = bar.add_task(cfg.algo.name.upper(), total=steps, completed=start, info="")

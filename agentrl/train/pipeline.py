@@ -1,5 +1,7 @@
 """Asynchronous rollout (``rollout.max_staleness`` = s > 0): a worker thread plays the next
-steps' episodes with a copy of the policy while the trainer updates it.
+steps' episodes with a copy of the policy while the trainer updates it; with
+``rollout.backend: ray`` the thread hands each job to Ray actors (``agentrl.train.ray_rollout``;
+s = 0 then plays each step's episodes there synchronously).
 
 The schedule is fixed, so an asynchronous run is reproducible and resumes exactly: before step
 k trains, the jobs of steps up to k + s are submitted, each carrying a copy of the weights at
@@ -71,6 +73,7 @@ class Played:
     version: int  # updates applied to the weights that played it
     play_s: float  # the worker's seconds on it
     wait_s: float  # the trainer's seconds waiting for it
+    restarts: int = 0  # Ray workers replaced so far in the run
 
 
 def trainable_weights(policy: Any) -> dict[str, torch.Tensor]:
@@ -101,16 +104,23 @@ class RolloutPipeline:
     again first.
     """
 
-    def __init__(self, policy: Any, generator: Any, make_env, ro, jobs: list[RolloutJob],
+    def __init__(self, policy: Any, generator: Any, make_env, cfg, jobs: list[RolloutJob],
                  start: int) -> None:  # fmt: skip
-        self.ro, self.make_env, self.jobs = ro, make_env, jobs
-        worker_model = copy.deepcopy(policy).eval()
-        for p in worker_model.parameters():
-            p.requires_grad_(False)
+        self.ro, self.make_env, self.jobs = cfg.rollout, make_env, jobs
         if not hasattr(generator, "fork"):
-            raise TypeError(f"rollout.max_staleness > 0 needs a generator with fork(model) "
-                            f"(agentrl's Engine); got {type(generator).__name__}")  # fmt: skip
-        self.engine = generator.fork(worker_model)
+            raise TypeError(f"rollout.max_staleness > 0 and rollout.backend=ray need a "
+                            f"generator with fork(model) (agentrl's Engine); got "
+                            f"{type(generator).__name__}")  # fmt: skip
+        self.engine, self.ray_pool = None, None
+        if self.ro.backend == "ray":
+            from agentrl.train.ray_rollout import RayRolloutPool
+
+            self.ray_pool = RayRolloutPool(generator, policy, cfg, make_env)
+        else:
+            worker_model = copy.deepcopy(policy).eval()
+            for p in worker_model.parameters():
+                p.requires_grad_(False)
+            self.engine = generator.fork(worker_model)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentrl-rollout")
         self.cancel = threading.Event()
         self.futures: dict[int, Future] = {}
@@ -137,12 +147,15 @@ class RolloutPipeline:
         trajs, play_s = self.futures.pop(step).result()
         job = next(j for j in self.jobs if j.step == step)
         self.jobs.remove(job)
-        return Played(trajs, job.version, play_s, time.time() - t0)
+        return Played(trajs, job.version, play_s, time.time() - t0, self.worker_restarts)
 
     def _play(self, job: RolloutJob) -> tuple[list[Trajectory], float]:
         t0, ro = time.time(), self.ro
         if self.cancel.is_set():
             raise JobCancelled(f"step {job.step}")
+        if self.ray_pool is not None:
+            trajs = self.ray_pool.play(job.specs, job.temperature, job.seed, job.weights)
+            return trajs, time.time() - t0
         load_weights(self.engine.model, job.weights)
         trajs = run_episodes(self.engine, self.make_env, job.specs,
                              max_new_tokens=ro.max_new_tokens,
@@ -160,3 +173,10 @@ class RolloutPipeline:
         episode (the jobs stay in the checkpointed list)."""
         self.cancel.set()
         self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.ray_pool is not None:
+            self.ray_pool.close()
+
+    @property
+    def worker_restarts(self) -> int:
+        """Ray workers replaced so far (0 in one process)."""
+        return 0 if self.ray_pool is None else self.ray_pool.restarts

@@ -180,6 +180,7 @@ def draw_for(cfg: Config, state: LoopState) -> Draw:
 def async_metrics(step: int, played: Played) -> dict[str, float]:
     """How stale an asynchronous step's episodes were and how long the worker played them."""
     return {"rollout/staleness": float(step - played.version),
+            "rollout/worker_restarts": float(played.restarts),
             "time/rollout_play_s": played.play_s}  # fmt: skip
 
 
