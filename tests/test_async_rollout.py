@@ -138,4 +138,19 @@ def test_a_generator_that_cannot_fork_is_named(tiny_policy):
         tokenizer = None
 
     with pytest.raises(TypeError, match="Scripted"):
-        RolloutPipeline(model, Scripted(), None, None, [], 0)
+        RolloutPipeline(model, Scripted(), None, build_config({}, []), [], 0)
+
+
+def test_a_lora_run_pushes_only_the_adapters_to_its_worker(tiny_dir, tmp_path):
+    run = tmp_path / "lora"
+    overrides = [*_overrides(tiny_dir, run), "train.steps=3", "lora.enabled=true",
+                 "lora.rank=4", "train.checkpoint_every=2"]  # fmt: skip
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(loop, "load_generator", loop.load_generator)
+        use_tool_calling_generator(loop)
+        train(build_config({}, overrides), progress=False)
+    lines = _metrics(run)
+    assert [m["rollout/staleness"] for m in lines] == [0.0, 1.0, 2.0]
+    jobs = load_checkpoint(run / "checkpoints" / "step_000002")["rollout_jobs"]
+    assert [j["step"] for j in jobs] == [2] and jobs[0]["weights"]
+    assert all("lora_" in name for name in jobs[0]["weights"])  # the adapters, not the base

@@ -29,6 +29,11 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, agg: str = "token_mean") ->
     raise ValueError(f"loss aggregation must be 'token_mean' or 'seq_mean', got {agg!r}")
 
 
+def weighted(x: torch.Tensor, is_weight: torch.Tensor | None) -> torch.Tensor:  # (B, T)
+    """``x * is_weight`` (no gradient through the weight), or ``x`` when there is none."""
+    return x if is_weight is None else x * is_weight.detach()
+
+
 def clipped_policy_loss(
     logp: torch.Tensor,  # (B, T) current policy log-probs of the taken tokens
     old_logp: torch.Tensor,  # (B, T) rollout-time log-probs
@@ -48,9 +53,7 @@ def clipped_policy_loss(
     ratio = torch.exp(logp - old_logp)  # (B, T)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    surrogate = -torch.minimum(unclipped, clipped)  # (B, T)
-    if is_weight is not None:
-        surrogate = surrogate * is_weight.detach()
+    surrogate = weighted(-torch.minimum(unclipped, clipped), is_weight)  # (B, T)
     loss = masked_mean(surrogate, mask, agg)
     with torch.no_grad():
         clip_frac = masked_mean((unclipped != clipped).to(logp.dtype), mask, "token_mean")
@@ -73,11 +76,14 @@ def grpo_loss(
     """GRPO objective: clipped surrogate + kl_coef * KL to the reference, over policy tokens.
 
     ``kl_kind`` picks the per-token estimator (``agentrl.algos.kl``: k1, k2, k3);
-    ``is_weight`` weighs each token's surrogate (stale samples, ``clipped_policy_loss``).
+    ``is_weight`` weighs each token's surrogate and its KL estimate (stale samples): the
+    estimators assume tokens sampled from the policy, and a token the policy has since made
+    rare gives k3 = exp(ref - logp) - ... in the thousands; weighted, it counts as rarely as
+    the policy now samples it.
     """
     pg_loss, stats = clipped_policy_loss(logp, old_logp, advantages, mask, clip_eps, agg, is_weight)
     if ref_logp is not None and kl_coef > 0:
-        kl = masked_mean(kl_estimate(logp, ref_logp, kl_kind), mask, agg)
+        kl = masked_mean(weighted(kl_estimate(logp, ref_logp, kl_kind), is_weight), mask, agg)
     else:
         kl = torch.zeros((), dtype=logp.dtype)
     loss = pg_loss + kl_coef * kl

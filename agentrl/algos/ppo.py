@@ -21,7 +21,7 @@ from agentrl.algos.batch import Batch, Signals
 from agentrl.algos.forward import forward_logprobs, policy_hidden
 from agentrl.algos.gae import gae, whiten
 from agentrl.algos.kl import kl_estimate
-from agentrl.algos.losses import clipped_policy_loss, clipped_value_loss, masked_mean
+from agentrl.algos.losses import clipped_policy_loss, clipped_value_loss, masked_mean, weighted
 from agentrl.algos.update import MicroLoss, run_updates
 from agentrl.algos.value import Critic
 from agentrl.types import Trajectory
@@ -239,7 +239,8 @@ def ppo_micro_loss(
         entropy = masked_mean(ent, mb.mask, loss_agg)
         kl = torch.zeros((), dtype=logp.dtype)
         if kl_coef > 0 and mb.ref_logp is not None:
-            kl = masked_mean(kl_estimate(logp, mb.ref_logp, kl_kind), mb.mask, loss_agg)
+            kl_tok = weighted(kl_estimate(logp, mb.ref_logp, kl_kind), mb.is_weight)  # (b, t-1)
+            kl = masked_mean(kl_tok, mb.mask, loss_agg)
         policy_part = pg - entropy_coef * entropy + kl_coef * kl
         loss = w_pol * policy_part + w_val * vf_coef * vf
         stats = {

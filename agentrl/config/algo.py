@@ -1,5 +1,6 @@
-"""The ``algo`` section: shared optimizer fields plus ``grpo``, ``ppo``, ``kl`` and ``schedule``
-sub-sections. Flat keys of earlier releases are refused with the key that replaced them."""
+"""The ``algo`` section: shared optimizer fields plus ``grpo``, ``ppo``, ``dpo``, ``kl`` and
+``schedule`` sub-sections. Flat keys of earlier releases are refused with the key that replaced
+them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,19 @@ class GRPOConfig(Section):
     )
     scale_rewards: bool = Field(
         True, description="Divide group advantages by the group std; False = Dr.GRPO."
+    )
+
+
+class DPOConfig(Section):
+    """Preference pairs from each group, trained with the DPO loss (algo.name = 'dpo')."""
+
+    beta: float = Field(
+        0.1, gt=0, description="DPO's beta: the implicit reward's scale (0.1: the paper's)."
+    )
+    min_gap: float = Field(
+        0.0,
+        ge=0,
+        description="A group gives a pair only when its best and worst rewards differ by more.",
     )
 
 
@@ -105,8 +119,10 @@ MOVED_ALGO_KEYS = {
 
 
 class AlgoConfig(Section):
-    name: Literal["grpo", "ppo"] = Field(
-        "grpo", description="RL algorithm: 'grpo' (critic-free, grouped) or 'ppo' (critic + GAE)."
+    name: Literal["grpo", "ppo", "dpo"] = Field(
+        "grpo",
+        description="RL algorithm: 'grpo' (critic-free, grouped), 'ppo' (critic + GAE) or "
+        "'dpo' (each group's best episode preferred to its worst; agentrl.algos.dpo).",
     )
     lr: float = Field(3e-4, gt=0, description="AdamW learning rate.")
     weight_decay: float = Field(0.0, ge=0)
@@ -136,6 +152,7 @@ class AlgoConfig(Section):
     )
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
+    dpo: DPOConfig = Field(default_factory=DPOConfig)
     kl: KLConfig = Field(default_factory=KLConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
 

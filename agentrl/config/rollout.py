@@ -82,7 +82,10 @@ class RolloutConfig(Section):
     )
     workers: int = Field(2, ge=1, description="backend=ray: rollout actors.")
     worker_cpus: int = Field(
-        1, ge=1, description="backend=ray: CPUs each actor reserves (and its torch threads)."
+        1,
+        ge=1,
+        description="Torch threads of a rollout worker: each Ray actor's (and the CPUs it "
+        "reserves), or the asynchronous rollout thread's.",
     )
     ray_address: str | None = Field(
         None,

@@ -161,7 +161,7 @@ def build_rl_models(model: Any, cfg: Config) -> RLModels:
     from agentrl.policy.lora import AdapterDisabled, apply_lora
 
     a, lo = cfg.algo, cfg.lora
-    needs_ref = a.kl.coef > 0
+    needs_ref = a.kl.coef > 0 or a.name == "dpo"  # DPO's implicit reward needs it too
     critic = make_critic(model, a.ppo.critic) if a.name == "ppo" else None
     if cfg.train.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

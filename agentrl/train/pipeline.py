@@ -35,6 +35,8 @@ import torch
 
 from agentrl.engine.decoder import draw_seed_base
 from agentrl.rollout import EpisodeSpec, run_episodes
+from agentrl.train.ray_rollout import RayRolloutPool
+from agentrl.train.weights import load_weights, trainable_weights
 from agentrl.types import Trajectory
 
 
@@ -76,22 +78,6 @@ class Played:
     restarts: int = 0  # Ray workers replaced so far in the run
 
 
-def trainable_weights(policy: Any) -> dict[str, torch.Tensor]:
-    """A copy of the policy's trainable parameters (a LoRA policy: its adapters)."""
-    return {n: p.detach().clone() for n, p in policy.named_parameters() if p.requires_grad}
-
-
-@torch.no_grad()
-def load_weights(model: Any, weights: dict[str, torch.Tensor]) -> None:
-    """Copy ``weights`` into ``model``'s parameters of the same names."""
-    params = dict(model.named_parameters())
-    missing = sorted(set(weights) - set(params))
-    if missing:
-        raise KeyError(f"the rollout copy has no parameter {missing[0]!r}")
-    for name, value in weights.items():
-        params[name].copy_(value)
-
-
 #: ``draw(step) -> (specs, temperature)``: a step's task instances and rollout temperature,
 #: drawn in the trainer's thread (the sampler and the schedules)
 Draw = Callable[[int], tuple[list[EpisodeSpec], float]]
@@ -113,8 +99,6 @@ class RolloutPipeline:
                             f"{type(generator).__name__}")  # fmt: skip
         self.engine, self.ray_pool = None, None
         if self.ro.backend == "ray":
-            from agentrl.train.ray_rollout import RayRolloutPool
-
             self.ray_pool = RayRolloutPool(generator, policy, cfg, make_env)
         else:
             worker_model = copy.deepcopy(policy).eval()
@@ -151,6 +135,7 @@ class RolloutPipeline:
 
     def _play(self, job: RolloutJob) -> tuple[list[Trajectory], float]:
         t0, ro = time.time(), self.ro
+        torch.set_num_threads(ro.worker_cpus)  # this thread's own; the trainer keeps its own
         if self.cancel.is_set():
             raise JobCancelled(f"step {job.step}")
         if self.ray_pool is not None:

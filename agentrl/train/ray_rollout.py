@@ -26,7 +26,8 @@ import sys
 from typing import Any
 
 from agentrl.chat.render import encode_prompt
-from agentrl.rollout import EpisodeSpec
+from agentrl.rollout import EpisodeSpec, run_episodes
+from agentrl.train.weights import load_weights
 from agentrl.types import RewardBreakdown, Trajectory
 
 
@@ -57,9 +58,6 @@ class RolloutWorker:
     def play(self, specs: list[EpisodeSpec], temperature: float, seed: int,
              weights: Any) -> list[Trajectory]:  # fmt: skip
         """Load ``weights`` and play ``specs`` (sampling seeds from ``seed``)."""
-        from agentrl.rollout import run_episodes
-        from agentrl.train.pipeline import load_weights
-
         ro = self.cfg.rollout
         load_weights(self.engine.model, weights)
         return run_episodes(self.engine, self.make_env, specs, max_new_tokens=ro.max_new_tokens,

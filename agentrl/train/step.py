@@ -17,6 +17,7 @@ import torch
 
 from agentrl.algos import schedules
 from agentrl.algos.batch import TRUNCATED, Batch, episode_validity
+from agentrl.algos.dpo import dpo_update, preference_pairs
 from agentrl.algos.forward import reference_logprobs
 from agentrl.algos.grpo import compute_advantages, grpo_update
 from agentrl.algos.kl import KLController
@@ -221,17 +222,22 @@ def update_policy(
     amp_dtype: torch.dtype | None,
     episode_of_row: torch.Tensor | None = None,  # (R,) each batch row's episode (segments)
 ) -> tuple[dict[str, Any], dict[str, float]]:
-    """Advantages and optimizer updates of one RL step, GRPO or PPO: (update stats, extras).
+    """Advantages and optimizer updates of one RL step, GRPO, PPO or DPO: (update stats, extras).
 
     ``batch`` has a row per context: an episode played in several (``Trajectory.segments``)
     has one per segment, each trained with the episode's advantage (``episode_of_row``)."""
     segmented = episode_of_row is not None and len(episode_of_row) != len(trajs)
-    if segmented and cfg.algo.name == "ppo":
+    if segmented and cfg.algo.name in ("ppo", "dpo"):
         raise ValueError(
-            "algo.name: ppo does not train episodes played in several contexts "
+            f"algo.name: {cfg.algo.name} does not train episodes played in several contexts "
             "(memory, or an agent program that rewrote its history); use grpo"
         )
     a = cfg.algo
+    if a.name == "dpo":
+        pairs = preference_pairs(trajs, valid, a.dpo.min_gap)
+        return dpo_update(rl.policy, optimizer, batch, pairs, beta=a.dpo.beta, epochs=a.epochs,
+                          minibatches=a.minibatches, max_grad_norm=a.max_grad_norm,
+                          temperature=s.temperature, rng=rng, amp_dtype=amp_dtype), {}  # fmt: skip
     common: dict[str, Any] = dict(
         clip_eps=a.clip_eps, loss_agg=a.loss_agg, epochs=a.epochs, minibatches=a.minibatches,
         max_grad_norm=a.max_grad_norm, temperature=s.temperature, rng=rng,

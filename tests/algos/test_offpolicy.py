@@ -48,3 +48,18 @@ def test_correcting_a_batch_swaps_in_the_proximal_logprobs_and_reports_the_gap()
     assert math.isclose(stats["rollout/logprob_gap"], 0.5)
     picked = out.select([0], 3)
     assert torch.equal(picked.is_weight, torch.tensor([[1.0, 1.0]]))  # minibatches carry it
+
+
+def test_a_stale_token_the_policy_made_rare_does_not_blow_up_the_kl_estimate():
+    from agentrl.algos.losses import grpo_loss
+
+    logp = torch.tensor([[-12.0, -1.0]])  # the policy has made token 0 rare since it was played
+    ref = torch.tensor([[-1.0, -1.0]])
+    mask = torch.ones(1, 2)
+    _, plain = grpo_loss(logp, logp, ref, torch.tensor([0.0]), mask, kl_coef=0.1)
+    assert plain["kl"].item() > 1e4  # k3 = e^11 - 12: tens of thousands
+    weight = truncated_is_weights(logp, ref, mask, cap=2.0)  # pi_prox / mu = e^-11 on token 0
+    _, fixed = grpo_loss(logp, logp, ref, torch.tensor([0.0]), mask, kl_coef=0.1,
+                         is_weight=weight)  # fmt: skip
+    k3 = math.exp(11.0) - 11.0 - 1.0
+    assert math.isclose(fixed["kl"].item(), k3 * math.exp(-11.0) / 2, rel_tol=1e-4)  # ~0.5
