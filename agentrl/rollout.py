@@ -237,6 +237,17 @@ def run_episodes(
     return [done[i] for i in range(len(live))]
 
 
+def play_specs(generator, make_env: Callable[..., object], specs: list[EpisodeSpec], ro,
+               temperature: float, *, seed: int | None = None,
+               on_turn: Callable[[int, int], None] | None = None) -> list[Trajectory]:  # fmt: skip
+    """``run_episodes`` with the run's ``rollout`` settings (``ro``): a training step's
+    episodes, wherever they are played (the trainer, the asynchronous thread, a Ray actor)."""
+    return run_episodes(generator, make_env, specs, max_new_tokens=ro.max_new_tokens,
+                        max_total_tokens=ro.max_total_tokens, temperature=temperature,
+                        top_p=ro.top_p, memory=ro.memory, constrained=ro.constrained, seed=seed,
+                        on_turn=on_turn)  # fmt: skip
+
+
 def _after_step(ep: _Live, i: int, step: tuple, sess, finish, tok, max_new: int,
                 max_total: int) -> None:  # fmt: skip
     """An environment step is back: end the episode, or start its next turn with the delta."""

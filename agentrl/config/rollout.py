@@ -105,16 +105,17 @@ class RolloutConfig(Section):
                 "rollout.constrained=tool_calls constrains run_episodes; tree search "
                 "(rollout.search_k > 1) does not: set search_k=1 or constrained=off"
             )
-        if self.max_staleness > 0 and (self.search_k > 1 or self.constrained != "off"):
+        if self.pipelined and (self.search_k > 1 or self.constrained != "off"):
             raise ValueError(
-                "rollout.max_staleness > 0 (asynchronous rollout) plays plain episodes: the "
-                "importance weights would count a tree search's choices or the tool-call "
-                "grammar's mask as staleness; set max_staleness=0, or search_k=1 and "
-                "constrained=off"
-            )
-        if self.backend == "ray" and (self.search_k > 1 or self.constrained != "off"):
-            raise ValueError(
-                "rollout.backend=ray plays plain episodes in its actors; set backend=local "
-                "for tree search (search_k > 1) or constrained decoding"
+                "rollout.max_staleness > 0 (asynchronous rollout) and rollout.backend=ray play "
+                "plain episodes: the importance weights would count a tree search's choices or "
+                "the tool-call grammar's mask as staleness; set max_staleness=0 and "
+                "backend=local, or search_k=1 and constrained=off"
             )
         return self
+
+    @property
+    def pipelined(self) -> bool:
+        """Whether episodes are played apart from the trainer (``agentrl.train.pipeline``):
+        asynchronously, or in Ray actors."""
+        return self.max_staleness > 0 or self.backend == "ray"

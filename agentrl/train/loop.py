@@ -74,7 +74,7 @@ def _train_run(
     agent: AgentProgram | None = None,
 ) -> dict[str, Any]:
     console = run.console
-    if agent is not None and (cfg.rollout.max_staleness > 0 or cfg.rollout.backend == "ray"):
+    if agent is not None and cfg.rollout.pipelined:
         raise ValueError("rollout.max_staleness > 0 and rollout.backend=ray play episodes in "
                          "agentrl's own rollout; an --agent program plays them through the "
                          "trainer's server: set rollout.max_staleness=0, "
@@ -120,7 +120,7 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
     steps, every = cfg.train.steps, cfg.train.eval_every
     after: dict[str, Any] = {}
     pipeline = None  # a worker thread (and Ray actors) playing the next steps' episodes
-    if (cfg.rollout.max_staleness > 0 or cfg.rollout.backend == "ray") and start < steps:
+    if cfg.rollout.pipelined and start < steps:
         pipeline = RolloutPipeline(rl.policy, generator, make_env, cfg, state.rollout_jobs,
                                    start)  # fmt: skip
     with run.recording(rl, optimizer, state), _closing(pipeline):

@@ -23,7 +23,6 @@ pure decoding gains little; tools that take time gain the most (``bench/async.py
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from collections.abc import Callable
@@ -34,9 +33,9 @@ from typing import Any
 import torch
 
 from agentrl.engine.decoder import draw_seed_base
-from agentrl.rollout import EpisodeSpec, run_episodes
+from agentrl.rollout import EpisodeSpec, play_specs
 from agentrl.train.ray_rollout import RayRolloutPool
-from agentrl.train.weights import load_weights, trainable_weights
+from agentrl.train.weights import frozen_copy, load_weights, trainable_weights
 from agentrl.types import Trajectory
 
 
@@ -101,10 +100,7 @@ class RolloutPipeline:
         if self.ro.backend == "ray":
             self.ray_pool = RayRolloutPool(generator, policy, cfg, make_env)
         else:
-            worker_model = copy.deepcopy(policy).eval()
-            for p in worker_model.parameters():
-                p.requires_grad_(False)
-            self.engine = generator.fork(worker_model)
+            self.engine = generator.fork(frozen_copy(policy))
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentrl-rollout")
         self.cancel = threading.Event()
         self.futures: dict[int, Future] = {}
@@ -142,11 +138,8 @@ class RolloutPipeline:
             trajs = self.ray_pool.play(job.specs, job.temperature, job.seed, job.weights)
             return trajs, time.time() - t0
         load_weights(self.engine.model, job.weights)
-        trajs = run_episodes(self.engine, self.make_env, job.specs,
-                             max_new_tokens=ro.max_new_tokens,
-                             max_total_tokens=ro.max_total_tokens, temperature=job.temperature,
-                             top_p=ro.top_p, memory=ro.memory, seed=job.seed,
-                             on_turn=self._check_cancel)  # fmt: skip
+        trajs = play_specs(self.engine, self.make_env, job.specs, ro, job.temperature,
+                           seed=job.seed, on_turn=self._check_cancel)  # fmt: skip
         return trajs, time.time() - t0
 
     def _check_cancel(self, _done: int, _total: int) -> None:

@@ -26,8 +26,8 @@ import sys
 from typing import Any
 
 from agentrl.chat.render import encode_prompt
-from agentrl.rollout import EpisodeSpec, run_episodes
-from agentrl.train.weights import load_weights
+from agentrl.rollout import EpisodeSpec, play_specs
+from agentrl.train.weights import frozen_copy, load_weights
 from agentrl.types import RewardBreakdown, Trajectory
 
 
@@ -58,11 +58,9 @@ class RolloutWorker:
     def play(self, specs: list[EpisodeSpec], temperature: float, seed: int,
              weights: Any) -> list[Trajectory]:  # fmt: skip
         """Load ``weights`` and play ``specs`` (sampling seeds from ``seed``)."""
-        ro = self.cfg.rollout
         load_weights(self.engine.model, weights)
-        return run_episodes(self.engine, self.make_env, specs, max_new_tokens=ro.max_new_tokens,
-                            max_total_tokens=ro.max_total_tokens, temperature=temperature,
-                            top_p=ro.top_p, memory=ro.memory, seed=seed)  # fmt: skip
+        return play_specs(self.engine, self.make_env, specs, self.cfg.rollout, temperature,
+                          seed=seed)  # fmt: skip
 
 
 def share_by_group(specs: list[EpisodeSpec], workers: int) -> list[tuple[int, int]]:
@@ -101,8 +99,6 @@ class RayRolloutPool:
     """``rollout.workers`` Ray actors that play jobs (``play``), replaced when they die."""
 
     def __init__(self, generator: Any, policy: Any, cfg: Any, make_env) -> None:
-        import copy
-
         ray = ray_module()
         ro = cfg.rollout
         if not ray.is_initialized():
@@ -111,10 +107,8 @@ class RayRolloutPool:
                      runtime_env=None if ro.ray_address else {"env_vars": env})  # fmt: skip
         self.ray, self.cfg, self.make_env = ray, cfg, make_env
         self.tokenizer = generator.tokenizer
-        model = copy.deepcopy(policy).eval()
-        for p in model.parameters():
-            p.requires_grad_(False)
-        self.engine_ref = ray.put(generator.fork(model))  # sent once, copied by each actor
+        # sent once, copied by each actor
+        self.engine_ref = ray.put(generator.fork(frozen_copy(policy)))
         self.actor_cls = ray.remote(num_cpus=ro.worker_cpus)(RolloutWorker)
         self.actors = [self._start() for _ in range(ro.workers)]
         self.restarts = 0

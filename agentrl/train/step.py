@@ -28,7 +28,7 @@ from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
 from agentrl.planning.search_train import episodes_only, search_rollout
 from agentrl.precision import autocast
-from agentrl.rollout import EpisodeSpec, run_episodes
+from agentrl.rollout import EpisodeSpec, play_specs
 from agentrl.train.build import RLModels
 from agentrl.train.pipeline import Draw, Played
 from agentrl.train.state import LoopState
@@ -194,11 +194,7 @@ def collect(generator, make_env, specs, ro, temperature: float) -> tuple[list[Tr
     """The step's trajectories: plain episodes, or with ``rollout.search_k`` > 1 episodes
     played with tree search followed by their candidate siblings; and search metrics."""
     if ro.search_k == 1:
-        trajs = run_episodes(generator, make_env, specs, max_new_tokens=ro.max_new_tokens,
-                             max_total_tokens=ro.max_total_tokens, temperature=temperature,
-                             top_p=ro.top_p, memory=ro.memory,
-                             constrained=ro.constrained)  # fmt: skip
-        return trajs, {}
+        return play_specs(generator, make_env, specs, ro, temperature), {}
     trajs, cost = search_rollout(generator, make_env, specs, k=ro.search_k,
                                  depth=ro.search_depth, temperature=temperature, top_p=ro.top_p,
                                  max_new_tokens=ro.max_new_tokens,

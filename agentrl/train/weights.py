@@ -1,8 +1,9 @@
-"""The weights a rollout worker is pushed: a copy of the policy's trainable parameters, and
-loading them into the worker's copy (a thread's or a Ray actor's)."""
+"""A rollout worker's copy of the policy, the weights it is pushed (a copy of the policy's
+trainable parameters) and loading them into it (a thread's copy or a Ray actor's)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -22,3 +23,10 @@ def load_weights(model: Any, weights: dict[str, torch.Tensor]) -> None:
         raise KeyError(f"the rollout copy has no parameter {missing[0]!r}")
     for name, value in weights.items():
         params[name].copy_(value)
+
+
+def frozen_copy(policy: Any) -> Any:
+    """A copy of ``policy`` in eval mode whose parameters take no gradient."""
+    model = copy.deepcopy(policy).eval()
+    model.requires_grad_(False)
+    return model
