@@ -13,6 +13,7 @@ from rich.markup import escape
 from agentrl.config import Config
 from agentrl.eval.options import CONSTRAINED_HELP, DEPTH_HELP, SEARCH_HELP, VALUE_HELP
 from agentrl.export.cli import export_cmd
+from agentrl.offline.cli import export_data_cmd, offline_cmd
 from agentrl.serve.cli import serve_cmd
 
 app = typer.Typer(
@@ -345,6 +346,8 @@ sandbox_app = typer.Typer(help="The code-interpreter sandbox (bubblewrap).", no_
 app.add_typer(sandbox_app, name="sandbox")
 app.command("serve")(serve_cmd)
 app.command("export")(export_cmd)
+app.command("export-data")(export_data_cmd)
+app.command("offline")(offline_cmd)
 
 
 @sandbox_app.command("run")

@@ -23,6 +23,8 @@ from agentrl.engine.decoder import draw_seeds
 from agentrl.engine.grammar import check_mode
 from agentrl.engine.turns import open_session
 from agentrl.memory.episode import EpisodeMemory
+from agentrl.multiagent.rollout import is_team_env, run_team_episodes
+from agentrl.token_record import extend_context
 from agentrl.types import Message, RewardBreakdown, Segment, Trajectory
 
 
@@ -82,11 +84,7 @@ class _Live:
                     if msgs[i].get("role") == "assistant")  # fmt: skip
 
     def append(self, ids: list[int], logprobs: list[float] | None, turn: int) -> None:
-        self.ids.extend(ids)
-        policy = logprobs is not None
-        self.mask.extend([1 if policy else 0] * len(ids))
-        self.logprobs.extend(logprobs if policy else [0.0] * len(ids))
-        self.turn_of_token.extend([turn if policy else -1] * len(ids))
+        extend_context(self, ids, logprobs, turn)
 
 
 def _finish(live: _Live, termination: str, reward: RewardBreakdown) -> Trajectory:
@@ -170,7 +168,8 @@ def run_episodes(
     constrained: str = "off",
     seed: int | None = None,
 ) -> list[Trajectory]:
-    """Play one episode per spec to the end; returns trajectories in spec order.
+    """Play one episode per spec to the end; returns trajectories in spec order (a team env,
+    ``agentrl.multiagent``: each episode's agents' trajectories, in agent order).
 
     ``generator``: an ``agentrl.engine.Engine`` (each episode keeps its KV cache across turns,
     finished episodes' rows are refilled) or anything with a batch ``generate``.
@@ -184,18 +183,13 @@ def run_episodes(
     exactly.
     """
     tok = generator.tokenizer
-    constraint_for = _constraints(generator, constrained)
-    live: list[_Live] = []
-    for spec in specs:
-        env = make_env() if spec.env_id is None else make_env(spec.env_id)
-        messages, info = env.reset(seed=spec.seed, options={"level": spec.level})
-        prompt = encode_prompt(tok, messages, env.tool_schemas)
-        live.append(_Live(env, spec, str(info.get("task_id", spec.seed)), [], [], [], []))
-        live[-1].append(prompt, None, -1)
-        live[-1].constraint = constraint_for(env.tool_schemas)
-        if memory is not None and memory.enabled:
-            live[-1].memory = EpisodeMemory(memory, lambda text: len(tokenize(tok, text)))
-            live[-1].view, live[-1].view_end = [dict(m) for m in messages], len(env.messages)
+    envs = [make_env() if spec.env_id is None else make_env(spec.env_id) for spec in specs]
+    if any(is_team_env(env) for env in envs):  # multi-agent: a trajectory per agent
+        return run_team_episodes(generator, envs, specs, max_new_tokens=max_new_tokens,
+                                 max_total_tokens=max_total_tokens, temperature=temperature,
+                                 top_p=top_p, greedy=greedy, on_turn=on_turn, seed=seed,
+                                 memory=memory, constrained=constrained)  # fmt: skip
+    live = _start(tok, envs, specs, _constraints(generator, constrained), memory)
     sess = open_session(generator, len(live), max_total_tokens, temperature=temperature,
                         top_p=top_p, greedy=greedy)  # fmt: skip
     done: dict[int, Trajectory] = {}
@@ -235,6 +229,22 @@ def run_episodes(
     finally:
         stepper.close()
     return [done[i] for i in range(len(live))]
+
+
+def _start(tok, envs: list[object], specs: list[EpisodeSpec], constraint_for,
+           memory: MemoryConfig | None) -> list[_Live]:  # fmt: skip
+    """Reset each episode's env and render its prompt (``run_episodes``' first step)."""
+    live: list[_Live] = []
+    for spec, env in zip(specs, envs, strict=True):
+        messages, info = env.reset(seed=spec.seed, options={"level": spec.level})
+        prompt = encode_prompt(tok, messages, env.tool_schemas)
+        live.append(_Live(env, spec, str(info.get("task_id", spec.seed)), [], [], [], []))
+        live[-1].append(prompt, None, -1)
+        live[-1].constraint = constraint_for(env.tool_schemas)
+        if memory is not None and memory.enabled:
+            live[-1].memory = EpisodeMemory(memory, lambda text: len(tokenize(tok, text)))
+            live[-1].view, live[-1].view_end = [dict(m) for m in messages], len(env.messages)
+    return live
 
 
 def play_specs(generator, make_env: Callable[..., object], specs: list[EpisodeSpec], ro,

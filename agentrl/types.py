@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentrl.token_record import decode_context, encode_context
+
 Message = dict[str, Any]
 
 #: Why an episode ended (DESIGN contract 3).
@@ -180,8 +182,16 @@ class Trajectory:
         return int(sum(sum(c.loss_mask) for c in self.contexts()))
 
     def to_record(self) -> dict[str, Any]:
-        """The JSON line written to ``trajectories.jsonl``."""
-        segments = {"num_segments": len(self.segments)} if self.segments else {}
+        """The JSON line written to ``trajectories.jsonl``, token-exact under ``"tokens"``
+        (and ``"segments"``; ``agentrl.token_record``): ``from_record`` reads it back."""
+        segments: dict[str, Any] = {}
+        tokens = encode_context(self.token_ids, self.loss_mask, self.logprobs, self.turn_of_token)
+        if self.segments:
+            segments = {"num_segments": len(self.segments), "segments": [
+                {"tokens": encode_context(s.token_ids, s.loss_mask, s.logprobs, s.turn_of_token),
+                 "messages": s.messages} for s in self.segments]}  # fmt: skip
+            if segments["segments"][-1]["tokens"] == tokens:  # the usual case: not twice
+                tokens = {"v": tokens["v"], "last_segment": True}
         return {
             "task_id": self.task_id,
             "group_id": self.group_id,
@@ -194,5 +204,33 @@ class Trajectory:
             "num_tokens": len(self.token_ids),
             "num_policy_tokens": self.num_policy_tokens,
             "info": self.info,
+            "tokens": tokens,
             **segments,
         }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Trajectory:
+        """The episode a ``to_record`` line holds (a ``"step"`` or ``"spans"`` key is ignored);
+        ValueError for a record written before the token fields existed."""
+        if "tokens" not in record:
+            raise ValueError(
+                "the record has no token ids ('tokens'): it was logged before agentrl wrote "
+                "token-exact trajectories, so nothing can be trained from it"
+            )
+        segments = []
+        for seg in record.get("segments") or []:
+            segments.append(Segment(*decode_context(seg["tokens"]), list(seg["messages"])))
+        tokens = record["tokens"]
+        if tokens.get("last_segment"):
+            last = segments[-1]
+            ids, mask, lps, turns = (last.token_ids, last.loss_mask, last.logprobs,
+                                     last.turn_of_token)  # fmt: skip
+        else:
+            ids, mask, lps, turns = decode_context(tokens)
+        r = record["reward"]
+        reward = RewardBreakdown(dict(r["layers"]), dict(r["weights"]),
+                                 [dict(t) for t in r["per_turn"]])  # fmt: skip
+        return cls(record["task_id"], int(record["group_id"]), list(record["messages"]),
+                   list(ids), list(mask), list(lps), list(turns), reward, record["termination"],
+                   int(record.get("level", 1)), list(record.get("tool_calls") or []),
+                   dict(record.get("info") or {}), segments)  # fmt: skip

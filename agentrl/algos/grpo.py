@@ -16,6 +16,7 @@ from agentrl.algos.advantages import (
 from agentrl.algos.batch import Batch, Signals, episode_validity
 from agentrl.algos.forward import forward_logprobs
 from agentrl.algos.losses import grpo_loss, masked_mean
+from agentrl.algos.moe import add_aux_loss, capturing, router_capture
 from agentrl.algos.update import MicroLoss, run_updates
 from agentrl.types import Trajectory
 
@@ -38,7 +39,7 @@ def compute_advantages(
     """
     if rewards is None:
         rewards = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
-    groups = torch.tensor([t.group_id for t in trajs], dtype=torch.long)  # (N,)
+    groups = group_keys(trajs)  # (N,)
     valid = episode_validity(trajs, truncation)
     if estimator == "grpo":
         return group_advantages(rewards, groups, valid, scale=scale), valid
@@ -51,6 +52,15 @@ def compute_advantages(
     )
 
 
+def group_keys(trajs: list[Trajectory]) -> torch.Tensor:  # (N,)
+    """Each episode's baseline group: its ``group_id`` (one task instance), split by agent
+    role for a team's trajectories (``info["agent_index"]``, ``agentrl.multiagent``), so each
+    role is compared with the same role's other plays of the instance."""
+    keys: dict[tuple[int, int], int] = {}
+    return torch.tensor([keys.setdefault((t.group_id, int(t.info.get("agent_index", 0))),
+                                         len(keys)) for t in trajs], dtype=torch.long)  # fmt: skip
+
+
 def grpo_micro_loss(
     model,
     *,
@@ -60,13 +70,17 @@ def grpo_micro_loss(
     temperature: float,
     entropy_coef: float = 0.0,
     kl_kind: str = "k3",
+    moe_aux_coef: float = 0.0,
 ) -> MicroLoss:
-    """The GRPO loss of one micro-batch: clipped surrogate + KL - entropy bonus, weighted."""
+    """The GRPO loss of one micro-batch: clipped surrogate + KL - entropy bonus, weighted;
+    for a Mixture-of-Experts model + ``moe_aux_coef`` x router load balancing (``algos.moe``)."""
+    routers = router_capture(model)  # None for a dense model
 
     def micro_loss(mb: Batch, sig: Signals, share: float, _value_share: float):
-        logp, ent = forward_logprobs(
-            model, mb, temperature, with_entropy=True, entropy_grad=entropy_coef > 0
-        )  # (b, t-1) each
+        with capturing(routers):
+            logp, ent = forward_logprobs(
+                model, mb, temperature, with_entropy=True, entropy_grad=entropy_coef > 0
+            )  # (b, t-1) each
         loss, stats = grpo_loss(
             logp, mb.old_logp, mb.ref_logp, sig.advantages, mb.mask, clip_eps, kl_coef,
             loss_agg, kl_kind, mb.is_weight,
@@ -74,7 +88,8 @@ def grpo_micro_loss(
         entropy = masked_mean(ent, mb.mask, loss_agg)
         if entropy_coef > 0:
             loss = loss - entropy_coef * entropy
-        stats = {**stats, "total": loss.detach(), "entropy": entropy.detach()}
+        loss, moe_stats = add_aux_loss(routers, mb, loss, moe_aux_coef)
+        stats = {**stats, **moe_stats, "total": loss.detach(), "entropy": entropy.detach()}
         return loss * share, {k: share * float(v) for k, v in stats.items()}
 
     return micro_loss
@@ -99,11 +114,12 @@ def grpo_update(
     token_budget: int = 0,
     amp_dtype: torch.dtype | None = None,
     kl_kind: str = "k3",
+    moe_aux_coef: float = 0.0,
 ) -> dict[str, Any]:
     """Epochs x minibatches GRPO optimizer steps on one rollout batch (``run_updates``)."""
     loss = grpo_micro_loss(
         model, clip_eps=clip_eps, kl_coef=kl_coef, loss_agg=loss_agg, temperature=temperature,
-        entropy_coef=entropy_coef, kl_kind=kl_kind,
+        entropy_coef=entropy_coef, kl_kind=kl_kind, moe_aux_coef=moe_aux_coef,
     )  # fmt: skip
     return run_updates(
         model, optimizer, batch, Signals(advantages), loss, epochs=epochs,

@@ -22,6 +22,7 @@ from agentrl.algos.forward import forward_logprobs, policy_hidden
 from agentrl.algos.gae import gae, whiten
 from agentrl.algos.kl import kl_estimate
 from agentrl.algos.losses import clipped_policy_loss, clipped_value_loss, masked_mean, weighted
+from agentrl.algos.moe import add_aux_loss, capturing, router_capture
 from agentrl.algos.update import MicroLoss, run_updates
 from agentrl.algos.value import Critic
 from agentrl.types import Trajectory
@@ -193,17 +194,19 @@ def ppo_update(
     grad_accum: int = 1,
     token_budget: int = 0,
     amp_dtype: torch.dtype | None = None,
+    moe_aux_coef: float = 0.0,
 ) -> dict[str, Any]:
     """Epochs x minibatches PPO updates of policy and critic on one prepared batch.
 
     Loss = clipped policy loss + vf_coef * clipped value loss - entropy_coef * entropy
+    (+ moe_aux_coef * router load balancing for a Mixture-of-Experts policy, ``algos.moe``)
     (+ kl_coef * KL when ``kl_in_loss``). Stops early when the mean approximate KL to the
     rollout policy exceeds ``1.5 * target_kl``. ``stats["stepped"]`` lists each update.
     """
     loss = ppo_micro_loss(
         model, critic, clip_eps=clip_eps, value_clip=value_clip, vf_coef=vf_coef,
         kl_coef=kl_coef if kl_in_loss else 0.0, kl_kind=kl_kind, entropy_coef=entropy_coef,
-        loss_agg=loss_agg, temperature=temperature,
+        loss_agg=loss_agg, temperature=temperature, moe_aux_coef=moe_aux_coef,
     )  # fmt: skip
 
     def stop(sums: dict[str, float]) -> bool:  # PPO always reports policy/early_stop
@@ -219,14 +222,16 @@ def ppo_update(
 
 def ppo_micro_loss(
     model, critic: Critic, *, clip_eps, value_clip, vf_coef, kl_coef, kl_kind, entropy_coef,
-    loss_agg, temperature,
+    loss_agg, temperature, moe_aux_coef=0.0,
 ) -> MicroLoss:  # fmt: skip
     """The PPO loss of one micro-batch (policy and value parts weighted by their shares)."""
+    routers = router_capture(model)  # None for a dense model
 
     def micro_loss(mb: Batch, sig: Signals, w_pol: float, w_val: float):
-        logp, ent, hidden = forward_logprobs(
-            model, mb, temperature, True, entropy_coef > 0, with_hidden=True
-        )  # (b, t-1), (b, t-1), (b, t, H)
+        with capturing(routers):
+            logp, ent, hidden = forward_logprobs(
+                model, mb, temperature, True, entropy_coef > 0, with_hidden=True
+            )  # (b, t-1), (b, t-1), (b, t, H)
         if critic.separate:
             hidden = None  # the critic reads its own trunk
         values = critic(mb.input_ids, mb.attention, hidden)[:, :-1].float()  # (b, t-1)
@@ -242,6 +247,7 @@ def ppo_micro_loss(
             kl_tok = weighted(kl_estimate(logp, mb.ref_logp, kl_kind), mb.is_weight)  # (b, t-1)
             kl = masked_mean(kl_tok, mb.mask, loss_agg)
         policy_part = pg - entropy_coef * entropy + kl_coef * kl
+        policy_part, moe_stats = add_aux_loss(routers, mb, policy_part, moe_aux_coef)
         loss = w_pol * policy_part + w_val * vf_coef * vf
         stats = {
             "policy": w_pol * float(pg.detach()),
@@ -252,7 +258,7 @@ def ppo_micro_loss(
             "approx_kl_old": w_pol * float(pg_stats["approx_kl_old"]),
             "value_clip_frac": w_val * float(vf_stats["value_clip_frac"]),
             "total": float(loss.detach()),
-        }
+        } | {k: w_pol * v for k, v in moe_stats.items()}
         return loss, stats
 
     return micro_loss

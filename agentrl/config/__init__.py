@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from agentrl.config.algo import AlgoConfig, GRPOConfig, KLConfig, PPOConfig, ScheduleConfig
 from agentrl.config.base import Section
+from agentrl.config.feedback import FeedbackConfig
+from agentrl.config.judge import JudgeConfig
 from agentrl.config.memory import MemoryConfig
 from agentrl.config.monitor import AlertRule, MonitorConfig
 from agentrl.config.rollout import RolloutConfig
@@ -110,8 +112,15 @@ class RewardConfig(Section):
         "plan (rollout.mode=plan_execute only).",
     )
 
+    judge: JudgeConfig = Field(
+        default_factory=JudgeConfig,
+        description="An LLM judge as a `judge` reward layer (agentrl.rewards.judge); off by "
+        "default.",
+    )
+
     def weights(self) -> dict[str, float]:
-        return self.model_dump()
+        """The layer weights (the judge's weight joins a breakdown only where it scored)."""
+        return self.model_dump(exclude={"judge"})
 
 
 class TrainConfig(Section):
@@ -160,6 +169,10 @@ class TrainConfig(Section):
         3, ge=1, description="Non-finite updates in a row that stop the run (each one is skipped)."
     )
     gradient_checkpointing: bool = Field(False, description="Recompute activations (less memory).")
+    feedback: FeedbackConfig = Field(
+        default_factory=FeedbackConfig,
+        description="Live human feedback: ratings / corrections folded into the next updates.",
+    )
     autocast: Literal["auto", "off", "bf16"] = Field(
         "auto",
         description="bf16 autocast in updates and the warm start; 'auto' = where bf16 matmuls "
@@ -267,6 +280,14 @@ class Config(Section):
             raise ValueError(
                 "curriculum.staged=true trains through curriculum.stages: set "
                 "curriculum.enabled=true as well (or staged=false)"
+            )
+        if self.rollout.mode == "hierarchical" and (
+            self.algo.name != "grpo" or self.curriculum.staged
+        ):
+            raise ValueError(
+                "rollout.mode=hierarchical trains manager and worker segments with GRPO "
+                "advantages at two time scales: set algo.name=grpo (got "
+                f"{self.algo.name!r}) and curriculum.staged=false"
             )
         return self
 

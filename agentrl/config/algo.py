@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from agentrl.config.base import Section, reject_moved_keys
+from agentrl.config.offline import IQLConfig
 
 
 class GRPOConfig(Section):
@@ -140,6 +141,13 @@ class AlgoConfig(Section):
         "turn budget is part of an agent task, so running into it is a failure.",
     )
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus (seeds: 0.01-0.1).")
+    moe_aux_coef: float = Field(
+        0.01,
+        ge=0,
+        description="Mixture-of-Experts models: weight of the router load-balancing loss "
+        "(Switch/Mixtral, over the policy tokens only; seeds: 0.01-0.05) in the GRPO / PPO "
+        "loss; 0 = off (the moe/ metrics are still logged). No effect on dense models.",
+    )
     reward_norm: Literal["none", "running", "clip"] = Field(
         "none", description="Episode rewards: as they are, running mean/std, or clipped to [0, 1]."
     )
@@ -153,6 +161,9 @@ class AlgoConfig(Section):
     grpo: GRPOConfig = Field(default_factory=GRPOConfig)
     ppo: PPOConfig = Field(default_factory=PPOConfig)
     dpo: DPOConfig = Field(default_factory=DPOConfig)
+    iql: IQLConfig = Field(
+        default_factory=IQLConfig, description="Offline IQL from logs (agentrl offline)."
+    )
     kl: KLConfig = Field(default_factory=KLConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
 

@@ -44,7 +44,8 @@ class AlertRule(Section):
 def default_alerts() -> list[AlertRule]:
     """What a run watches unless ``monitor.alerts`` says otherwise (seed 003 sections 3.4,
     6.3): a KL blow-up, a non-finite reward, entropy collapse, tool timeouts, and the format
-    layer rising while task completion stays flat (reward hacking through the format)."""
+    layer rising while task completion stays flat (reward hacking through the format), and a
+    Mixture-of-Experts router collapsing onto one expert."""
     return [
         AlertRule(name="kl_explosion", metric="loss/kl", threshold=1.0),
         AlertRule(name="reward_nonfinite", metric="reward/total", kind="nonfinite"),
@@ -60,6 +61,10 @@ def default_alerts() -> list[AlertRule]:
             threshold=0.2,
             window=10,
         ),  # fmt: skip
+        # Mixture of Experts (agentrl.algos.moe): one expert is the first choice of most
+        # policy tokens at some layer: 3/4 of first choices, 3x balance with 4 experts (logged
+        # with >= 4 experts; dense models never fire; the tiny MoE's RL runs sat at 0.47-0.61)
+        AlertRule(name="moe_collapse", metric="moe/collapse_share", threshold=0.75, window=3),
     ]
 
 

@@ -8,15 +8,22 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from agentrl.config.base import Section
+from agentrl.config.hierarchy import HierarchyConfig
 from agentrl.config.memory import MemoryConfig
 
 
 class RolloutConfig(Section):
-    mode: Literal["react", "plan_execute"] = Field(
+    mode: Literal["react", "plan_execute", "hierarchical"] = Field(
         "react",
         description="react: tool calls from the first turn; plan_execute: a planner turn "
         "writes a numbered plan first, scored against the task's sub-tasks "
-        "(agentrl.planning.plan.PlanExecute; reward.plan weighs it).",
+        "(agentrl.planning.plan.PlanExecute; reward.plan weighs it); hierarchical: a manager "
+        "hands out subgoals, a worker context per subgoal calls the tools "
+        "(agentrl.planning.hierarchy; rollout.hierarchy).",
+    )
+    hierarchy: HierarchyConfig = Field(
+        default_factory=HierarchyConfig,
+        description="mode=hierarchical: subgoal and turn limits, the two time scales.",
     )
     group_size: int = Field(8, ge=1, description="GRPO: samples per task instance (G).")
     groups_per_step: int = Field(8, ge=1, description="Task instances per RL step.")
@@ -114,8 +121,32 @@ class RolloutConfig(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_hierarchical(self) -> RolloutConfig:
+        if self.mode == "hierarchical":
+            check_hierarchical_rollout(self)
+        return self
+
     @property
     def pipelined(self) -> bool:
         """Whether episodes are played apart from the trainer (``agentrl.train.pipeline``):
         asynchronously, or in Ray actors."""
         return self.max_staleness > 0 or self.backend == "ray"
+
+
+def check_hierarchical_rollout(ro: RolloutConfig) -> None:
+    """``mode: hierarchical`` plays its own manager / worker contexts: the settings that shape
+    ``run_episodes`` do not apply to it (a ValueError naming the field)."""
+    clashes = {
+        "rollout.memory.enabled=true": ro.memory.enabled,
+        "rollout.search_k > 1": ro.search_k > 1,
+        "rollout.constrained=tool_calls": ro.constrained != "off",
+        "rollout.max_staleness > 0": ro.max_staleness > 0,
+        "rollout.backend=ray": ro.backend == "ray",
+    }
+    bad = [name for name, on in clashes.items() if on]
+    if bad:
+        raise ValueError(
+            f"rollout.mode=hierarchical plays manager and worker contexts in one process "
+            f"(agentrl.planning.hierarchy); it does not combine with {', '.join(bad)}"
+        )

@@ -73,6 +73,8 @@ def run_settings(policy: str) -> dict[str, Any]:
         "constrained": cfg.rollout.constrained,
         # a run trained with hierarchical memory is evaluated with the same memory
         **({"memory": cfg.rollout.memory} if cfg.rollout.memory.enabled else {}),
+        # manager / worker episodes, as trained
+        **({"hierarchy": cfg.rollout.hierarchy} if cfg.rollout.mode == "hierarchical" else {}),
     }
 
 
@@ -96,6 +98,7 @@ def evaluate_model(
     value: str = "layers",
     memory: Any = None,
     constrained: str = "off",
+    hierarchy: Any = None,
 ) -> tuple[dict[str, Any], list]:
     """Greedy evaluation on held-out seeds; returns (report, trajectories). ``general``: also
     the general-capability check (``report["general"]``). ``env_kwargs`` go to ``make``.
@@ -104,8 +107,9 @@ def evaluate_model(
     ``depth`` turns (``agentrl.planning.search``); ``report["search"]`` holds its cost.
     ``value="critic"``: branches still running are scored by the PPO run's critic.
     ``memory``: a run's ``rollout.memory`` (episodes played with hierarchical memory).
-    ``constrained="tool_calls"``: grammar-constrained tool calls (``agentrl.engine.grammar``)."""
-    _check_decoding(search, depth, value, memory, constrained)
+    ``constrained="tool_calls"``: grammar-constrained tool calls (``agentrl.engine.grammar``).
+    ``hierarchy``: a run's ``rollout.hierarchy`` (manager / worker episodes)."""
+    _check_decoding(search, depth, value, memory, constrained, hierarchy)
     import_env_modules(imports or [])
     kwargs = dict(env_kwargs or {})
     # an unknown task (the list of known ones) or a missing extra fails before the model loads
@@ -145,6 +149,7 @@ def evaluate_model(
             max_total_tokens=max_total_tokens,
             memory=memory,
             constrained=constrained,
+            hierarchy=hierarchy,
         )
         extra["constrained"] = constrained
     report = {"model": model_or_run_dir, "weights": weights, "task": task, **report, **extra}
@@ -153,8 +158,12 @@ def evaluate_model(
     return report, trajs
 
 
-def _check_decoding(search: int, depth: int, value: str, memory: Any, constrained: str) -> None:
+def _check_decoding(search: int, depth: int, value: str, memory: Any, constrained: str,
+                    hierarchy: Any = None) -> None:  # fmt: skip
     """The decoding options of ``evaluate_model`` make sense together (else a ValueError)."""
+    if hierarchy is not None and search > 1:
+        raise ValueError("--search plays ReAct episodes: not for a run trained with "
+                         "rollout.mode=hierarchical")  # fmt: skip
     if search < 1 or depth < 1:
         raise ValueError(f"--search and --depth must be >= 1, got {search} and {depth}")
     if value not in ("layers", "critic"):

@@ -31,8 +31,10 @@ def call_decomposition(
     trajs: list[Trajectory], specs: list[EpisodeSpec], make_env: Callable[[], Any]
 ) -> dict[str, float]:
     """``{"call_decomposition_accuracy": mean}`` over episodes whose family lists the expected
-    calls ({} when none does). Each spec's instance is drawn again by a fresh env reset with
-    the episode's seed and level (instances are functions of both)."""
+    calls ({} when none does, or for team episodes). Each spec's instance is drawn again by a
+    fresh env reset with the episode's seed and level (instances are functions of both)."""
+    if len(trajs) != len(specs):  # a team env (agentrl.multiagent): a trajectory per agent
+        return {}
     scores = []
     for traj, spec in zip(trajs, specs, strict=True):
         env = make_env()

@@ -70,12 +70,25 @@ def evaluate(
     batch_size: int = 64,
     memory: Any = None,
     constrained: str = "off",
+    hierarchy: Any = None,
 ) -> tuple[dict[str, Any], list[Trajectory]]:
     """Greedy evaluation on ``episodes`` fixed held-out seeds; returns (summary, trajectories).
     The summary adds ``call_decomposition_accuracy`` (``agentrl.eval.decomposition``).
     ``memory``: ``rollout.memory``, to play the episodes with hierarchical memory.
-    ``constrained``: ``rollout.constrained`` (grammar-constrained tool calls)."""
+    ``constrained``: ``rollout.constrained`` (grammar-constrained tool calls).
+    ``hierarchy``: ``rollout.hierarchy``, to play manager / worker episodes
+    (``rollout.mode: hierarchical``, ``agentrl.planning.hierarchy``)."""
     from agentrl.eval.decomposition import call_decomposition
+
+    if hierarchy is not None:
+        from agentrl.planning.hier_rollout import run_hierarchical
+
+        specs = eval_specs(episodes, levels, seed0)
+        trajs = [t for k in range(0, len(specs), batch_size)
+                 for t in run_hierarchical(generator, make_env, specs[k : k + batch_size],
+                                           hierarchy, greedy=True, max_new_tokens=max_new_tokens,
+                                           max_total_tokens=max_total_tokens)]  # fmt: skip
+        return {**summarize(trajs), **call_decomposition(trajs, specs, make_env)}, trajs
 
     specs = eval_specs(episodes, levels, seed0)
     trajs: list[Trajectory] = []

@@ -64,7 +64,7 @@ def step_metrics(
             "skipped": "policy/skipped_updates",
             "early_stop": "policy/early_stop",
             "value_clip_frac": "value/clip_frac",
-        }.get(k, f"loss/{k}")
+        }.get(k, k if k.startswith("moe/") else f"loss/{k}")  # moe/: agentrl.algos.moe
         m[key] = v
     return m
 

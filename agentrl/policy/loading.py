@@ -74,14 +74,18 @@ def load_tokenizer(path: str | Path) -> Any:
 def resolve_model_dir(model_id_or_path: str) -> str | Path:
     """The HF directory (or hub id) ``model_id_or_path`` loads from, built or converted first.
 
-    ``agentrl/tiny``: the cached tiny build. A packaged id: its distribution's ``.gguf``,
+    ``agentrl/tiny``: the cached tiny build (``agentrl/tiny-moe``: its Mixture-of-Experts
+    upcycling, ``agentrl.tiny.moe``). A packaged id: its distribution's ``.gguf``,
     converted (``PackageMissingError``, an ImportError, when not installed). A path ending in
     ``.gguf``: that file, converted. Anything else is returned as given.
     """
     from agentrl.tiny.builder import TINY_MODEL_ID, build_tiny_model
+    from agentrl.tiny.moe import TINY_MOE_ID, build_tiny_moe
 
     if model_id_or_path == TINY_MODEL_ID:
         return build_tiny_model()
+    if model_id_or_path == TINY_MOE_ID:  # the tiny model upcycled to a Mixture of Experts
+        return build_tiny_moe()
     if is_packaged(model_id_or_path):
         gguf_path = packaged_file(model_id_or_path)
         return cached_gguf_dir(gguf_path, default_template_for(gguf_path))

@@ -1,4 +1,5 @@
-"""The tiny local model: vocabulary, synthetic corpus, hand-wired copy heads, builder.
+"""The tiny local model: vocabulary, synthetic corpus, hand-wired copy heads, builder, and
+its Mixture-of-Experts upcycling (``build_tiny_moe``, ``TINY_MOE_ID``).
 
 ``build_tiny_model()`` builds (or reuses) it; ``TINY_MODEL_ID`` (``"agentrl/tiny"``) names it
 wherever a model id is accepted. The names below are loaded on first use (PEP 562), so
@@ -15,8 +16,10 @@ _EXPORTS = {
     "MARKER": "lock",
     "MODEL_CONFIG": "builder",
     "TINY_MODEL_ID": "builder",
+    "TINY_MOE_ID": "moe",
     "TINY_VERSION": "builder",
     "build_tiny_model": "builder",
+    "build_tiny_moe": "moe",
     "corpus_texts": "builder",
     "default_tiny_dir": "builder",
     "is_complete": "lock",
@@ -28,6 +31,7 @@ _EXPORTS = {
     "remove_stale_temps": "lock",
     "vocabulary_texts": "vocab",
     "wire_copy_heads": "wiring",
+    "upcycle": "moe",
 }
 __all__ = sorted(_EXPORTS)
 

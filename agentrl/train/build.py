@@ -23,6 +23,7 @@ from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.envs.reference import run_reference_episode
 from agentrl.memory.demos import memory_rows
+from agentrl.planning.hierarchy import hierarchical_demos
 from agentrl.policy.loading import load_policy
 from agentrl.precision import autocast_dtype
 from agentrl.sft import sft_train, train_rows
@@ -91,7 +92,8 @@ def load_generator(cfg: Config) -> tuple[Any, Any, Engine, str]:
 def collect_demos(
     make_env, n: int, levels: list[int], seed0: int, env_ids: list[str] | None = None
 ) -> list[tuple[list, list]]:
-    """``n`` reference-solver episodes as (messages, tool schemas) SFT examples.
+    """``n`` reference-solver episodes as (messages, tool schemas) SFT examples (a team env,
+    ``agentrl.multiagent``, gives one per agent).
 
     ``env_ids``: draw them from these envs in turn, each at its own levels (a staged
     curriculum's warm start covers every family); None = the run's env at ``levels``.
@@ -104,6 +106,9 @@ def collect_demos(
             env = make_env(env_ids[i % len(env_ids)])
             own = family_levels(env)
             level = own[(i // len(env_ids)) % len(own)]
+        if hasattr(env, "reference_demos"):  # a team env: each agent's side of the episode
+            demos += env.reference_demos(seed0 + i, level)
+            continue
         messages, _ = run_reference_episode(env, seed0 + i, level)
         demos.append((messages, env.tool_schemas))
     return demos
@@ -123,8 +128,12 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
     if t.warmstart_demos <= 0:
         return
     env_ids = cfg.curriculum.env_ids() if cfg.curriculum.staged else None
-    demos = collect_demos(make_env, t.warmstart_demos, t.warmstart_levels, t.warmstart_seed,
-                          env_ids)  # fmt: skip
+    if cfg.rollout.mode == "hierarchical":  # one SFT example per manager / worker context
+        demos = hierarchical_demos(make_env, t.warmstart_demos, t.warmstart_levels,
+                                   t.warmstart_seed, cfg.rollout.hierarchy)  # fmt: skip
+    else:
+        demos = collect_demos(make_env, t.warmstart_demos, t.warmstart_levels,
+                              t.warmstart_seed, env_ids)  # fmt: skip
     device = next(model.parameters()).device
     # whole demonstrations: a shop or ledger episode runs past sft_train's default 1,024
     # tokens, and a cut one never shows the final answer

@@ -28,6 +28,7 @@ from agentrl.train.build import (
     seed_everything,
     warm_start,
 )
+from agentrl.train.extras import attach_extras, feedback_endpoint
 from agentrl.train.pipeline import RolloutPipeline
 from agentrl.train.run import Run, progress_bar
 from agentrl.train.sampler import make_sampler
@@ -79,6 +80,10 @@ def _train_run(
                          "agentrl's own rollout; an --agent program plays them through the "
                          "trainer's server: set rollout.max_staleness=0, "
                          "rollout.backend=local")  # fmt: skip
+    if agent is not None and cfg.rollout.mode == "hierarchical":
+        raise ValueError("rollout.mode=hierarchical plays manager and worker contexts in "
+                         "agentrl's own rollout; an --agent program plays its own loop: set "
+                         "rollout.mode=react")  # fmt: skip
     if agent is not None and cfg.rollout.memory.enabled:
         raise ValueError("rollout.memory shapes agentrl's own rollout; an --agent program "
                          "keeps its own history (a rewrite is recorded as a new segment): "
@@ -115,6 +120,7 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
     optimizer = build_optimizer(rl, cfg)
     state = new_state(cfg, make_kl_controller(cfg), make_sampler)
     state.eval_before = before
+    attach_extras(state, cfg, run.dir, tok)  # the LLM judge, the human-feedback book
     start = run.restore(rl, optimizer, state)
     amp = autocast_dtype(cfg.train.autocast, device)
     steps, every = cfg.train.steps, cfg.train.eval_every
@@ -123,7 +129,8 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
     if cfg.rollout.pipelined and start < steps:
         pipeline = RolloutPipeline(rl.policy, generator, make_env, cfg, state.rollout_jobs,
                                    start)  # fmt: skip
-    with run.recording(rl, optimizer, state), _closing(pipeline):
+    with (run.recording(rl, optimizer, state), _closing(pipeline),
+          feedback_endpoint(cfg, state, run.dir, console.print)):  # fmt: skip
         with progress_bar(console, progress) as bar:
             task = bar.add_task(cfg.algo.name.upper(), total=steps, completed=start, info="")
             for step in range(start, steps):

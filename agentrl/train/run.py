@@ -32,6 +32,7 @@ from agentrl.monitor.curves import EVAL_LOG
 from agentrl.monitor.metrics import JsonlSink, read_jsonl
 from agentrl.monitor.sinks import open_sinks
 from agentrl.monitor.spans import mask_spans
+from agentrl.train.feedback import episode_id
 from agentrl.train.state import LoopState, checkpoint_parts, restore_parts
 from agentrl.types import Trajectory
 
@@ -82,6 +83,7 @@ class Run:
             seed0=c.train.eval_seed, max_new_tokens=c.rollout.max_new_tokens,
             max_total_tokens=c.rollout.max_total_tokens, memory=c.rollout.memory,
             constrained=c.rollout.constrained,
+            hierarchy=c.rollout.hierarchy if c.rollout.mode == "hierarchical" else None,
         )  # fmt: skip
         if program is not None:
             specs = eval_specs(c.train.eval_episodes, c.train.eval_levels, c.train.eval_seed)
@@ -159,8 +161,8 @@ class Run:
         """A step's metrics to every sink and the alert rules; its episodes to
         trajectories.jsonl."""
         self.metrics.write(metrics)
-        for t in trajs:
-            record = {"step": step, **t.to_record()}
+        for k, t in enumerate(trajs):  # the episode id: what a person's feedback names
+            record = {"step": step, "episode_id": episode_id(step, k), **t.to_record()}
             if self.decode is not None:
                 record["spans"] = mask_spans(t.token_ids, t.loss_mask, self.decode)
             self.trajectories.write(record)

@@ -35,6 +35,8 @@ class LoopState:
     eval_before: dict[str, Any] = field(default_factory=dict)
     #: asynchronous rollout: jobs submitted and not yet trained on (agentrl.train.pipeline)
     rollout_jobs: list[RolloutJob] = field(default_factory=list)
+    judge: Any = None  # agentrl.rewards.judge.LLMJudge where reward.judge is on
+    feedback: Any = None  # agentrl.train.feedback.FeedbackBook where train.feedback is on
 
 
 def checkpoint_parts(step: int, rl, optimizer, state: LoopState, logs: list[Path]) -> dict:
@@ -54,6 +56,7 @@ def checkpoint_parts(step: int, rl, optimizer, state: LoopState, logs: list[Path
             "log_positions": {p.name: file_position(p) for p in logs},
         },
         "rollout_jobs": [job.state() for job in state.rollout_jobs],
+        "feedback": None if state.feedback is None else state.feedback.state_dict(),
     }
 
 
@@ -73,6 +76,8 @@ def restore_parts(parts: dict, rl, optimizer, state: LoopState, run_dir: Path) -
     state.eval_before = saved["eval_before"]
     state.sampler.load_state_dict(saved.get("curriculum"))
     state.rollout_jobs[:] = [RolloutJob.from_state(d) for d in parts.get("rollout_jobs", [])]
+    if state.feedback is not None:  # pending ratings, files read, rateable episodes
+        state.feedback.load_state_dict(parts.get("feedback"))
     for name, size in saved["log_positions"].items():
         truncate_file(Path(run_dir) / name, size)
     restore_rng(saved["rng"], state.rng)

@@ -20,16 +20,19 @@ from agentrl.algos.batch import TRUNCATED, Batch, episode_validity
 from agentrl.algos.dpo import dpo_update, preference_pairs
 from agentrl.algos.forward import reference_logprobs
 from agentrl.algos.grpo import compute_advantages, grpo_update
+from agentrl.algos.hierarchical import hierarchical_signals
 from agentrl.algos.kl import KLController
 from agentrl.algos.offpolicy import correct_stale_batch
 from agentrl.algos.ppo import ppo_signals, ppo_update
 from agentrl.algos.segments import broadcast_to_rows, segment_batch
 from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
+from agentrl.planning.hier_rollout import play_hierarchical
 from agentrl.planning.search_train import episodes_only, search_rollout
 from agentrl.precision import autocast
 from agentrl.rollout import EpisodeSpec, play_specs
 from agentrl.train.build import RLModels
+from agentrl.train.extras import after_rollout
 from agentrl.train.pipeline import Draw, Played
 from agentrl.train.state import LoopState
 from agentrl.types import Trajectory
@@ -133,13 +136,15 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
         rollout_s = time.time() - t0
     else:
         trajs, rollout_s, search = played.trajs, played.wait_s, async_metrics(step, played)
+    played_n = len(trajs)  # then the groups replayed for human feedback (agentrl.train.extras)
+    trajs, judged = after_rollout(state, step, trajs)
     valid = episode_validity(trajs, resolve_truncation(cfg))  # (N,)
     raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
     rewards = state.normalizer(raw, valid)  # (N,)
     batch, owner = segment_batch(trajs, valid, pad_id)  # a row per context: R >= N rows
     extra_rollout: dict[str, float] = {}
     with autocast(_device(rl.policy), amp):
-        if played is not None:  # stale samples: proximal ratio, truncated importance weights
+        if played is not None or len(trajs) > played_n:  # stale: proximal ratio, IS weights
             prox = reference_logprobs(rl.policy, batch, s.temperature)  # (R, T-1)
             batch, extra_rollout = correct_stale_batch(batch, prox, ro.is_cap)
         elif not getattr(generator, "decodes_own_weights", True) or ro.constrained != "off":
@@ -148,12 +153,13 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
             batch = batch.with_reference(reference_logprobs(rl.ref, batch, s.temperature))
     kl_per_episode = torch.zeros(len(trajs)).index_add_(0, owner, episode_kl(batch))  # (N,)
     stats, extra = update_policy(cfg, s, rl, optimizer, batch, trajs, rewards, valid,
-                                 kl_per_episode, state.rng, amp, owner)  # fmt: skip
+                                 kl_per_episode, state.rng, amp, owner, step=step)  # fmt: skip
     stepped = stats.pop("stepped")
     state.kl.update(float(kl_per_episode[valid].mean()) if valid.any() else 0.0, len(trajs))
-    episodes = episodes_only(trajs)  # search siblings are trained, not counted
+    episodes = episodes_only(trajs[:played_n])  # search siblings, replays: trained, not counted
     m = step_metrics(step, episodes, valid[: len(episodes)], stats, rollout_s, time.time() - t0)
     m.update(search)
+    m.update(judged)
     m.update(extra)
     m.update(extra_rollout)
     m.update({f"train/{k}": v for k, v in vars(s).items()})
@@ -193,6 +199,8 @@ def env_collector(generator, make_env, ro) -> Collector:
 def collect(generator, make_env, specs, ro, temperature: float) -> tuple[list[Trajectory], dict]:
     """The step's trajectories: plain episodes, or with ``rollout.search_k`` > 1 episodes
     played with tree search followed by their candidate siblings; and search metrics."""
+    if ro.mode == "hierarchical":  # manager and worker contexts (agentrl.planning.hierarchy)
+        return play_hierarchical(generator, make_env, specs, ro, temperature), {}
     if ro.search_k == 1:
         return play_specs(generator, make_env, specs, ro, temperature), {}
     trajs, cost = search_rollout(generator, make_env, specs, k=ro.search_k,
@@ -217,6 +225,7 @@ def update_policy(
     rng,
     amp_dtype: torch.dtype | None,
     episode_of_row: torch.Tensor | None = None,  # (R,) each batch row's episode (segments)
+    step: int = 0,  # the RL step (the hierarchical manager's time scale)
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """Advantages and optimizer updates of one RL step, GRPO, PPO or DPO: (update stats, extras).
 
@@ -238,7 +247,7 @@ def update_policy(
         clip_eps=a.clip_eps, loss_agg=a.loss_agg, epochs=a.epochs, minibatches=a.minibatches,
         max_grad_norm=a.max_grad_norm, temperature=s.temperature, rng=rng,
         entropy_coef=s.entropy_coef, grad_accum=a.grad_accum, token_budget=a.micro_batch_tokens,
-        amp_dtype=amp_dtype, kl_kind=a.kl.estimator,
+        amp_dtype=amp_dtype, kl_kind=a.kl.estimator, moe_aux_coef=a.moe_aux_coef,
     )  # fmt: skip
     truncation = resolve_truncation(cfg)
     if a.name == "ppo":
@@ -262,7 +271,13 @@ def update_policy(
     advantages, _ = compute_advantages(
         trajs, truncation, a.grpo.scale_rewards, a.grpo.advantage, rewards
     )  # (N,)
-    if segmented:
+    extra = {}
+    if cfg.rollout.mode == "hierarchical":  # manager and worker rows, two time scales
+        owner = torch.arange(len(trajs)) if episode_of_row is None else episode_of_row
+        batch, advantages, extra = hierarchical_signals(
+            trajs, batch, advantages, owner, valid, step, cfg.rollout.hierarchy,
+            a.grpo.scale_rewards)  # fmt: skip
+    elif segmented:
         advantages = broadcast_to_rows(advantages, episode_of_row)  # (R,)
     kl_loss = s.kl_coef if a.kl.mode == "loss" else 0.0
-    return grpo_update(rl.policy, optimizer, batch, advantages, kl_coef=kl_loss, **common), {}
+    return grpo_update(rl.policy, optimizer, batch, advantages, kl_coef=kl_loss, **common), extra
