@@ -65,8 +65,7 @@ def text_logprob(model, tok, prompt: str, text: str) -> float:
     return float(logp.gather(-1, torch.tensor(g)[:, None]).sum())
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)  # two runs, and the tiny fixture's build on a busy machine
+@pytest.mark.timeout(1800)  # two runs (~11 s idle), and the tiny fixture's build on a busy machine
 def test_ratings_move_the_policy_toward_the_rated_behaviour(tiny_dir, tmp_path):
     from agentrl.policy.loading import load_policy
 
