@@ -13,9 +13,9 @@ from typing import Any
 
 import torch
 
-from agentrl.algos.batch import Batch
+from agentrl.algos.batch import Batch, Signals
 from agentrl.algos.forward import forward_logprobs
-from agentrl.algos.update import guarded_step
+from agentrl.algos.update import run_updates
 from agentrl.offline.iql import Turn
 
 
@@ -49,31 +49,17 @@ def awr_update(
     temperature: float,
     seed: int,
 ) -> dict[str, Any]:
-    """``epochs`` passes over the rows, ``batch_rows`` per optimizer step; mean stats."""
-    device = next(policy.parameters()).device
-    params = [p for g in optimizer.param_groups for p in g["params"]]
-    rows_all = batch.rows_with_tokens()
-    rng = random.Random(seed)
-    losses, norms, stepped = [], [], []
-    policy.train()
-    for _ in range(epochs):
-        order = list(rows_all)
-        rng.shuffle(order)
-        for s in range(0, len(order), batch_rows):
-            rows = order[s : s + batch_rows]
-            mb = batch.select(rows).to(device)
-            w = tok_weights[torch.tensor(rows)][:, : mb.mask.shape[1]].to(device)  # (b, T-1)
-            logp = forward_logprobs(policy, mb, temperature)[0]  # (b, T-1)
-            loss = awr_loss(logp.float(), w, mb.mask)
-            finite = bool(torch.isfinite(loss))
-            if finite:
-                loss.backward()
-            norm, ok = guarded_step(params, optimizer, max_grad_norm, finite)
-            stepped.append(ok)
-            if ok:
-                losses.append(float(loss.detach()))
-                norms.append(norm)
-    n = max(len(losses), 1)
-    return {"awr_loss": sum(losses) / n, "grad_norm": sum(norms) / n,
-            "updates": float(len(losses)), "skipped": float(len(stepped) - len(losses)),
-            "stepped": stepped}  # fmt: skip
+    """``epochs`` passes over the rows, ``batch_rows`` per optimizer step (the RL updates'
+    ``run_updates``, the token weights as per-token signals); mean stats."""
+
+    def micro_loss(mb: Batch, sig: Signals, share: float, _value_share: float):
+        logp = forward_logprobs(policy, mb, temperature)[0]  # (b, t-1)
+        loss = awr_loss(logp.float(), sig.advantages, mb.mask)
+        return loss * share, {"awr_loss": share * float(loss.detach())}
+
+    rows = len(batch.rows_with_tokens())
+    return run_updates(
+        policy, optimizer, batch, Signals(tok_weights), micro_loss, epochs=epochs,
+        minibatches=max(1, -(-rows // max(batch_rows, 1))), max_grad_norm=max_grad_norm,
+        rng=random.Random(seed), loss_agg="token_mean",
+    )  # fmt: skip
