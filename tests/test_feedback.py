@@ -112,3 +112,19 @@ def test_the_http_endpoint_writes_feedback_files(tmp_path):
     assert m["feedback/applied"] == 1 and replays[0].reward.layers == {"human": 1.0}
     files = list((tmp_path / "feedback").glob("*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text())["rating"] == 1
+
+
+def test_a_taken_port_is_named_and_the_server_stops_after_the_block(tmp_path):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("uvicorn")
+    from agentrl.train.feedback_server import serve_feedback
+
+    b = book(tmp_path)
+    with serve_feedback(b, str(tmp_path), "127.0.0.1", 0) as url:
+        port = int(url.rsplit(":", 1)[1])
+        assert httpx.get(f"{url}/health").json() == {"status": "ok"}
+        taken = pytest.raises(RuntimeError, match=rf"train.feedback.port: .*127.0.0.1:{port}")
+        with taken, serve_feedback(b, str(tmp_path), "127.0.0.1", port):
+            pass
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/health", timeout=2)

@@ -28,9 +28,7 @@ import json
 import os
 import secrets
 import shlex
-import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -89,16 +87,14 @@ class AgentCollector:
         self.url = ""
         self.step = 0
         self._server: Any = None
-        self._thread: threading.Thread | None = None
 
     # -- the server ------------------------------------------------------------------------
     def start(self) -> None:
         """Serve the policy on a free loopback port (idempotent)."""
         if self.app is not None:
             return
-        import uvicorn
-
         from agentrl.serve.app import create_app
+        from agentrl.serve.background import BackgroundServer
         from agentrl.serve.record import Recorder
 
         recorder = Recorder(self.generator.tokenizer, self.record_dir, keep=True)
@@ -107,28 +103,13 @@ class AgentCollector:
         self.app = create_app(self.generator, "policy", capacity=self.ro.max_total_tokens,
                               slots=slots, api_key=self.key, recorder=recorder,
                               any_model=True)  # fmt: skip
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="on")
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        name="agentrl-agent-server", daemon=True)  # fmt: skip
-        self._thread.start()
-        for _ in range(600):
-            if self._server.started:
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("the trainer's agent server did not start")
-        self.url = f"http://127.0.0.1:{port}/v1"
+        self._server = BackgroundServer(self.app, name="agentrl-agent-server", lifespan="on")
+        self.url = self._server.start() + "/v1"
         self.log(f"agent: serving the policy at {self.url} for {self.program.command!r}")
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.should_exit = True
-            if self._thread is not None:
-                self._thread.join(timeout=15)
+            self._server.stop()
         self._server = self.app = None
 
     # -- a step's episodes -----------------------------------------------------------------

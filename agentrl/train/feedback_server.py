@@ -5,9 +5,6 @@ final answers), ``GET /health``. A bad body is a 400 naming the field."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -51,24 +48,15 @@ def feedback_app(book: FeedbackBook, run_dir: str) -> FastAPI:
 @contextmanager
 def serve_feedback(book: FeedbackBook, run_dir: str, host: str, port: int) -> Iterator[str]:
     """Serve the endpoint in a daemon thread while the block runs; yields its base URL."""
-    import uvicorn
+    from agentrl.serve.background import BackgroundServer
 
-    if port == 0:
-        with socket.socket() as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(feedback_app(book, run_dir), host=host, port=port,
-                                           log_level="warning"))  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True, name="agentrl-feedback")
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if not server.started:
-        raise RuntimeError(f"train.feedback.port: the feedback endpoint did not start on "
-                           f"{host}:{port} (is the port taken?)")  # fmt: skip
+    server = BackgroundServer(feedback_app(book, run_dir), host, port, name="agentrl-feedback")
     try:
-        yield f"http://{host}:{port}"
+        url = server.start(timeout_s=20)
+    except (OSError, RuntimeError) as err:
+        raise RuntimeError(f"train.feedback.port: the feedback endpoint did not start on "
+                           f"{host}:{port} (is the port taken?): {err}") from err  # fmt: skip
+    try:
+        yield url
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        server.stop(timeout_s=10)
