@@ -147,11 +147,13 @@ def ppo_signals(
     kl_coef: float,
     kl_mode: str,
     whiten_advantages: bool,
+    values: torch.Tensor | None = None,  # (B, T) precomputed (a team's central critic)
 ) -> tuple[Signals, dict[str, float]]:
     """PPO's signals of one batch: old values, GAE advantages, returns, value mask; and the
     ``value/`` metrics. ``batch.ref_logp`` carries the reference when the KL is in the reward.
     """
-    values = rollout_values(model, critic, batch)  # (B, T)
+    if values is None:
+        values = rollout_values(model, critic, batch)  # (B, T)
     kl_penalty = None
     if kl_mode == "reward" and batch.ref_logp is not None and kl_coef > 0:
         kl_penalty = kl_coef * kl_estimate(batch.old_logp, batch.ref_logp, "k1") * batch.mask
@@ -232,15 +234,17 @@ def ppo_micro_loss(
             logp, ent, hidden = forward_logprobs(
                 model, mb, temperature, True, entropy_coef > 0, with_hidden=True
             )  # (b, t-1), (b, t-1), (b, t, H)
-        if critic.separate:
-            hidden = None  # the critic reads its own trunk
-        values = critic(mb.input_ids, mb.attention, hidden)[:, :-1].float()  # (b, t-1)
         pg, pg_stats = clipped_policy_loss(
             logp, mb.old_logp, sig.advantages, mb.mask, clip_eps, loss_agg, mb.is_weight
         )
-        vf, vf_stats = clipped_value_loss(
-            values, sig.old_values, sig.returns, sig.value_mask, value_clip
-        )
+        vf, vf_stats = torch.zeros((), dtype=logp.dtype), {"value_clip_frac": 0.0}
+        if vf_coef > 0:  # 0: the critic trains elsewhere (a team's central critic)
+            if critic.separate:
+                hidden = None  # the critic reads its own trunk
+            values = critic(mb.input_ids, mb.attention, hidden)[:, :-1].float()  # (b, t-1)
+            vf, vf_stats = clipped_value_loss(
+                values, sig.old_values, sig.returns, sig.value_mask, value_clip
+            )
         entropy = masked_mean(ent, mb.mask, loss_agg)
         kl = torch.zeros((), dtype=logp.dtype)
         if kl_coef > 0 and mb.ref_logp is not None:

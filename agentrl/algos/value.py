@@ -60,13 +60,13 @@ def make_critic(policy: Any, kind: str) -> Critic:
     hidden = policy.config.hidden_size
     if kind == "head":
         critic = Critic(hidden)
-    elif kind == "separate":
+    elif kind in ("separate", "central"):  # central: the same trunk, fed joint team views
         trunk = copy.deepcopy(policy.get_decoder())
         trunk.requires_grad_(True)
         critic = Critic(hidden, trunk)
     else:
         raise ValueError(
-            f"config field 'algo.ppo.critic' must be 'head' or 'separate', got {kind!r}"
+            f"config field 'algo.ppo.critic' must be 'head', 'separate' or 'central', got {kind!r}"
         )
     param = next(policy.parameters())
     return critic.to(device=param.device, dtype=torch.float32 if kind == "head" else param.dtype)

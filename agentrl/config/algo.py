@@ -47,8 +47,10 @@ class PPOConfig(Section):
     gae_level: Literal["turn", "token"] = Field(
         "turn", description="GAE steps: assistant turns or policy tokens."
     )
-    critic: Literal["head", "separate"] = Field(
-        "head", description="Value: a head on the policy's last hidden state, or a copy."
+    critic: Literal["head", "separate", "central"] = Field(
+        "head",
+        description="Value: a head on the policy's last hidden state, or a copy; 'central' "
+        "(a team env): a copy that reads every agent's context (agentrl.multiagent).",
     )
     vf_coef: float = Field(0.5, ge=0, description="Value-loss weight.")
     value_clip: float | None = Field(0.2, gt=0, description="Value clip (None = off).")
@@ -57,6 +59,15 @@ class PPOConfig(Section):
     target_kl: float | None = Field(
         None, gt=0, description="Stop the epochs when approx KL > 1.5 * target_kl."
     )
+
+    @model_validator(mode="after")
+    def _central_by_turn(self) -> PPOConfig:
+        if self.critic == "central" and self.gae_level != "turn":
+            raise ValueError(
+                "algo.ppo.critic=central values the team's joint view at each turn's start: "
+                "set algo.ppo.gae_level=turn"
+            )
+        return self
 
 
 class KLConfig(Section):

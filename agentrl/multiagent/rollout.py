@@ -9,8 +9,10 @@ many episodes decode together. All agents share the policy (a role prompt tells 
 
 Each agent's ``Trajectory`` carries its own reward (``TeamEnv.finish``) and the episode's
 termination; ``info`` links the team: ``team`` (one id per episode), ``agent`` (role name),
-``agent_index``, ``team_reward`` (the team's total). Training needs nothing else: GRPO groups
-the agents' trajectories by task instance and role (``agentrl.algos.grpo.group_keys``).
+``agent_index``, ``team_reward`` (the team's total) and ``views`` (when each of its turns
+began, every agent's context length: the joint view a centralized critic reads,
+``agentrl.multiagent.central_critic``). GRPO groups the agents' trajectories by task instance
+and role (``agentrl.algos.grpo.group_keys``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class _Agent:
     started: bool = False
     tool_calls: list[dict] = field(default_factory=list)
     parse_errors: list[str] = field(default_factory=list)
+    views: list[list[int]] = field(default_factory=list)  # every agent's length per turn
 
     def append(self, ids: list[int], logprobs: list[float] | None, turn: int) -> None:
         extend_context(self, ids, logprobs, turn)
@@ -116,6 +119,7 @@ def _play(generator, teams: list[_Team], options: dict, sampling: dict, on_turn,
             finish(i, "length")
             return
         agent.append(ids, None, -1)
+        agent.views.append([len(a.ids) for a in teams[i].agents])  # the joint view now
         budget = max(1, min(max_new, max_total - len(agent.ids)))
         if agent.started:
             sess.extend((i, k), ids, budget)
@@ -165,6 +169,6 @@ def _trajectories(team: _Team, tok, termination: str,
             termination=termination, level=spec.level, tool_calls=agent.tool_calls,
             info={"turns": agent.turns, "parse_errors": agent.parse_errors, "seed": spec.seed,
                   "env_id": spec.env_id, "team": team.team_id, "agent": env.roles[k],
-                  "agent_index": k, "team_reward": team_total},
+                  "agent_index": k, "team_reward": team_total, "views": agent.views},
         ))  # fmt: skip
     return out

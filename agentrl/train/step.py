@@ -27,6 +27,7 @@ from agentrl.algos.ppo import ppo_signals, ppo_update
 from agentrl.algos.segments import broadcast_to_rows, segment_batch
 from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
+from agentrl.multiagent.central_critic import central_setup, central_value_update
 from agentrl.planning.hier_rollout import play_hierarchical
 from agentrl.planning.search_train import episodes_only, search_rollout
 from agentrl.precision import autocast
@@ -251,21 +252,7 @@ def update_policy(
     )  # fmt: skip
     truncation = resolve_truncation(cfg)
     if a.name == "ppo":
-        p = a.ppo
-        bootstrap = torch.tensor(
-            [truncation == "bootstrap" and t.termination in TRUNCATED for t in trajs]
-        )  # (N,)
-        signals, extra = ppo_signals(
-            rl.policy, rl.critic, batch, trajs, rewards, valid, bootstrap, gamma=s.gamma,
-            lam=p.lam, level=p.gae_level, kl_coef=s.kl_coef, kl_mode=a.kl.mode,
-            whiten_advantages=p.whiten_advantages,
-        )  # fmt: skip
-        stats = ppo_update(
-            rl.policy, rl.critic, optimizer, batch, signals, value_clip=p.value_clip,
-            vf_coef=p.vf_coef, kl_coef=s.kl_coef, kl_in_loss=a.kl.mode == "loss",
-            target_kl=p.target_kl, **common,
-        )  # fmt: skip
-        return stats, extra
+        return _ppo(cfg, s, rl, optimizer, batch, trajs, rewards, valid, truncation, common)
     if a.kl.mode == "reward":
         rewards = rewards - s.kl_coef * kl_per_episode  # (N,)
     advantages, _ = compute_advantages(
@@ -281,3 +268,34 @@ def update_policy(
         advantages = broadcast_to_rows(advantages, episode_of_row)  # (R,)
     kl_loss = s.kl_coef if a.kl.mode == "loss" else 0.0
     return grpo_update(rl.policy, optimizer, batch, advantages, kl_coef=kl_loss, **common), extra
+
+
+def _ppo(cfg: Config, s: StepSettings, rl: RLModels, optimizer: torch.optim.Optimizer,
+         batch: Batch, trajs: list[Trajectory], rewards: torch.Tensor, valid: torch.Tensor,
+         truncation: str, common: dict[str, Any]) -> tuple[dict[str, Any], dict]:  # fmt: skip
+    """PPO's signals and updates; with ``algo.ppo.critic: central`` the critic values the
+    team's joint views and trains on them after the policy update (``agentrl.multiagent``)."""
+    a, p = cfg.algo, cfg.algo.ppo
+    bootstrap = torch.tensor(
+        [truncation == "bootstrap" and t.termination in TRUNCATED for t in trajs]
+    )  # (N,)
+    central = p.critic == "central"
+    views, values = central_setup(rl.critic, trajs, batch) if central else (None, None)
+    signals, extra = ppo_signals(
+        rl.policy, rl.critic, batch, trajs, rewards, valid, bootstrap, gamma=s.gamma,
+        lam=p.lam, level=p.gae_level, kl_coef=s.kl_coef, kl_mode=a.kl.mode,
+        whiten_advantages=p.whiten_advantages, values=values,
+    )  # fmt: skip
+    stats = ppo_update(
+        rl.policy, rl.critic, optimizer, batch, signals, value_clip=p.value_clip,
+        vf_coef=0.0 if central else p.vf_coef, kl_coef=s.kl_coef,
+        kl_in_loss=a.kl.mode == "loss", target_kl=p.target_kl, **common,
+    )  # fmt: skip
+    if central:
+        stats |= central_value_update(
+            rl.critic, optimizer, views, signals.old_values, signals.returns, signals.value_mask,
+            pad_id=0, value_clip=p.value_clip, epochs=a.epochs,
+            batch_views=max(1, len(views) // a.minibatches), max_grad_norm=a.max_grad_norm,
+            rng=common["rng"],
+        )  # fmt: skip
+    return stats, extra

@@ -2,13 +2,11 @@
 groups, and one GRPO step on meeting_duo through `agentrl train`'s real path."""
 
 import json
-import sys
 
 import pytest
 
 from agentrl.algos.grpo import compute_advantages, group_keys
 from agentrl.chat.render import encode_conversation, render_text, stop_token_ids, tokenize
-from agentrl.envs import registry
 from agentrl.multiagent.meeting_duo import MeetingDuoFamily, world_secrets
 from agentrl.multiagent.team import TeamEnv
 from agentrl.policy.generate import Sample
@@ -116,17 +114,6 @@ def _silent_contacts(role: int, turn: int) -> str | None:
     if role == 1:
         return "I have nothing to send."
     return "No emails came." if turn >= 2 else None
-
-
-@pytest.fixture
-def duo_registered():
-    """``meeting_duo`` registered for one test only (other tests loop over every env id)."""
-    saved = dict(registry._REGISTRY)
-    sys.modules.pop("agentrl.multiagent.envs", None)
-    yield
-    registry._REGISTRY.clear()
-    registry._REGISTRY.update(saved)
-    sys.modules.pop("agentrl.multiagent.envs", None)
 
 
 def test_one_grpo_step_on_meeting_duo_through_train(tiny_dir, tmp_path, duo_registered):
