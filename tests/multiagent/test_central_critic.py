@@ -113,7 +113,9 @@ def test_central_critic_refuses_single_agent_episodes_and_token_level_gae():
 
 
 @pytest.mark.parametrize("critic", ["central", "head"])
-def test_one_ppo_step_on_meeting_duo(tiny_dir, tmp_path, duo_registered, critic, monkeypatch):
+def test_one_ppo_step_on_meeting_duo(
+    duo_step_config, tmp_path, duo_registered, critic, monkeypatch
+):
     """PPO on the team env: the central critic trains on joint views (its value loss logged),
     the per-agent head on each agent's own context; the policy updates either way. The tiny
     model scores 0 everywhere, so a scripted reward (1 for agent 0's episodes) gives the
@@ -132,15 +134,7 @@ def test_one_ppo_step_on_meeting_duo(tiny_dir, tmp_path, duo_registered, critic,
     monkeypatch.setattr(step_mod, "after_rollout", scripted)
 
     run = tmp_path / critic
-    cfg = build_config({}, ["task.env=meeting_duo", "task.imports=[agentrl.multiagent.envs]",
-                            f"model.name={tiny_dir}", f"train.run_dir={run}", "train.steps=1",
-                            "train.eval_episodes=0", "train.warmstart_demos=1",
-                            "train.warmstart_epochs=1", "train.warmstart_levels=[1]",
-                            "task.levels=[1]", "rollout.group_size=2",
-                            "rollout.groups_per_step=1", "rollout.max_new_tokens=8",
-                            "rollout.max_total_tokens=1200", "train.save_model=false",
-                            "train.general_check=false", "algo.name=ppo",
-                            f"algo.ppo.critic={critic}"])  # fmt: skip
+    cfg = duo_step_config(run, "algo.name=ppo", f"algo.ppo.critic={critic}")
     train(cfg, progress=False)
     m = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert m["rollout/episodes"] == 4 and m["policy/updates"] >= 1

@@ -116,21 +116,13 @@ def _silent_contacts(role: int, turn: int) -> str | None:
     return "No emails came." if turn >= 2 else None
 
 
-def test_one_grpo_step_on_meeting_duo_through_train(tiny_dir, tmp_path, duo_registered):
+def test_one_grpo_step_on_meeting_duo_through_train(duo_step_config, tmp_path, duo_registered):
     """`agentrl train` with the duo config: the warm start's demonstrations are both agents',
     the step trains each agent's trajectory, and the logged episodes are linked teams."""
-    from agentrl.config import build_config
     from agentrl.train.loop import train
 
     run = tmp_path / "duo"
-    cfg = build_config({}, ["task.env=meeting_duo", "task.imports=[agentrl.multiagent.envs]",
-                            f"model.name={tiny_dir}", f"train.run_dir={run}", "train.steps=1",
-                            "train.eval_episodes=0", "train.warmstart_demos=1",
-                            "train.warmstart_epochs=1", "train.warmstart_levels=[1]",
-                            "task.levels=[1]", "rollout.group_size=2",
-                            "rollout.groups_per_step=1", "rollout.max_new_tokens=8",
-                            "rollout.max_total_tokens=1200", "train.save_model=false",
-                            "train.general_check=false"])  # fmt: skip
+    cfg = duo_step_config(run)
     summary = train(cfg, progress=False)
     assert summary["run_dir"] == str(run)
     lines = [json.loads(x) for x in (run / "trajectories.jsonl").read_text().splitlines()]
