@@ -23,6 +23,12 @@ class IQLConfig(Section):
     weight_cap: float = Field(
         100.0, gt=0, description="Upper bound of a turn's AWR weight (the paper's 100)."
     )
+    normalize: bool = Field(
+        False,
+        description="Standardize the advantages over the logged turns before the exp (beta "
+        "then counts standard deviations) and divide the weights by their mean (the step size "
+        "of plain imitation).",
+    )
     gamma: float = Field(0.99, gt=0, le=1, description="Discount per assistant turn.")
     reward: Literal["final", "per_turn"] = Field(
         "final",

@@ -47,9 +47,16 @@ def td_targets(
     return rewards + gamma * (1.0 - dones.float()) * next_values
 
 
-def awr_weights(q: torch.Tensor, v: torch.Tensor, beta: float, cap: float) -> torch.Tensor:
-    """Per-turn weights min(exp(beta (Q - V)), cap) (N,), without gradient."""
-    return torch.exp(beta * (q - v).detach()).clamp(max=cap)  # (N,)
+def awr_weights(
+    q: torch.Tensor, v: torch.Tensor, beta: float, cap: float, normalize: bool = False
+) -> torch.Tensor:
+    """Per-turn weights min(exp(beta (Q - V)), cap) (N,), without gradient. ``normalize``:
+    the advantages standardized over the N turns first, the weights divided by their mean."""
+    adv = (q - v).detach()  # (N,)
+    if normalize and len(adv) > 1:
+        adv = (adv - adv.mean()) / adv.std().clamp(min=1e-8)
+    w = torch.exp(beta * adv).clamp(max=cap)  # (N,)
+    return w / w.mean() if normalize else w
 
 
 def turn_rewards(traj: Trajectory, turns: list[int], mode: str) -> list[float]:

@@ -146,7 +146,7 @@ def _iql(cfg: Config, model, pad_id: int, trajs: list[Trajectory], epochs: int,
     states, actions = turn_features(model, rows, turns, pad_id)  # the frozen start model
     qv, vv, stats = fit_iql(states, actions, turns, tau=q.tau, gamma=q.gamma,
                             steps=q.head_steps, lr=q.head_lr, seed=cfg.train.seed)  # fmt: skip
-    weights = awr_weights(qv, vv, q.beta, q.weight_cap)  # (N,)
+    weights = awr_weights(qv, vv, q.beta, q.weight_cap, q.normalize)  # (N,)
     rl, optimizer = _models(cfg, model, "iql")
     batch = build_batch(rows, torch.ones(len(rows), dtype=torch.bool), pad_id)
     upd = awr_update(rl.policy, optimizer, batch, token_weights(batch, turns, weights),

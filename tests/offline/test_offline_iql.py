@@ -35,6 +35,19 @@ def test_awr_weights_and_td_targets_by_hand():
     assert torch.allclose(t, torch.tensor([0.45, 0.72, 1.0]))  # a done turn ignores V(s')
 
 
+def test_normalized_awr_weights_by_hand():
+    """Advantages 0.5, -1, 5 -> standardized over the turns, then exp(beta a'), mean 1."""
+    q, v = torch.tensor([1.0, 0.0, 5.0]), torch.tensor([0.5, 1.0, 0.0])
+    adv = torch.tensor([0.5, -1.0, 5.0])
+    z = (adv - adv.mean()) / adv.std()  # unbiased std, as torch's default
+    raw = torch.exp(2.0 * z)
+    w = awr_weights(q, v, beta=2.0, cap=100.0, normalize=True)
+    assert torch.allclose(w, raw / raw.mean(), atol=1e-6)
+    assert math.isclose(float(w.mean()), 1.0, rel_tol=1e-6) and w[2] > w[0] > w[1]
+    capped = awr_weights(q, v, beta=2.0, cap=2.0, normalize=True)  # the cap before the mean
+    assert torch.allclose(capped, raw.clamp(max=2.0) / raw.clamp(max=2.0).mean(), atol=1e-6)
+
+
 def _traj(reward: RewardBreakdown) -> Trajectory:
     # prompt 2 ids, turn 0 (2 ids), a tool delta, turn 1 (1 id)
     return Trajectory("t", 0, [], [5, 6, 7, 8, 9, 10], [0, 0, 1, 1, 0, 1],
