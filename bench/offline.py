@@ -64,8 +64,8 @@ def _offline(args, logs: Path, algo: str) -> float:
     out = Path(args.out) / algo
     if not (out / "model").is_dir():
         _agentrl("offline", str(logs), "--algo", algo, "--out", str(out),
-                 "--epochs", str(args.epochs), "--set", "train.eval_episodes=0",
-                 "--set", "train.eval_every=0")  # fmt: skip
+                 "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
+                 "--set", "train.eval_episodes=0", "--set", "train.eval_every=0")  # fmt: skip
     return float(_metrics(out)[0]["offline/train_s"])
 
 
@@ -90,6 +90,7 @@ def main() -> None:
     ap.add_argument("--out", required=True, help="directory of the stages' run directories")
     ap.add_argument("--log-steps", type=int, default=4, help="GRPO steps that write the logs")
     ap.add_argument("--epochs", type=int, default=1, help="offline passes over the logs")
+    ap.add_argument("--batch-size", type=int, default=8, help="pairs or rows per offline step")
     ap.add_argument("--episodes", type=int, default=96, help="held-out episodes per model")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", dest="json_path", default=None, help="also write results here")
