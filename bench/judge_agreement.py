@@ -23,8 +23,6 @@ import argparse
 import json
 import random
 import re
-import socket
-import threading
 import time
 from typing import Any
 
@@ -99,20 +97,13 @@ def judge_config(url: str, model: str, args: argparse.Namespace):
 
 
 def serve_model(model: str) -> tuple[Any, str, str]:
-    """agentrl's own server for ``model`` in a thread: (uvicorn server, base URL, model name)."""
-    import uvicorn
-
+    """agentrl's own server for ``model`` in a thread: (its BackgroundServer, base URL, name)."""
+    from agentrl.serve.background import BackgroundServer
     from agentrl.serve.run import build_server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     app = build_server(model, log=lambda _: None)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
-    return server, f"http://127.0.0.1:{port}/v1", app.state.model_name
+    server = BackgroundServer(app, name="judge-server")
+    return server, server.start() + "/v1", app.state.model_name
 
 
 def measure(judge: LLMJudge, episodes: list[dict[str, Any]], threshold: float) -> dict:
@@ -178,7 +169,7 @@ def main() -> None:
                 )
     finally:
         if server is not None:
-            server.should_exit = True
+            server.stop()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

@@ -13,30 +13,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
-import uvicorn
 
+from agentrl.serve.background import BackgroundServer
 from agentrl.serve.run import build_server
 
 QUESTIONS = ["What's the weather in Paris?", "Is it warmer in Rome or Oslo?",
              "What time is it in Tokyo?", "Tell me the weather in Lima."]  # fmt: skip
 
 
-def _serve(app) -> tuple[uvicorn.Server, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
-    return server, f"http://127.0.0.1:{port}/v1"
+def _serve(app) -> tuple[BackgroundServer, str]:
+    server = BackgroundServer(app, name="serve-load", log_level="error")
+    return server, server.start() + "/v1"
 
 
 def _run(url: str, model: str, n: int, clients: int, max_tokens: int) -> dict:
@@ -86,7 +78,7 @@ def main() -> None:
               f"{r['requests_per_s']:.2f} req/s, {r['tokens_per_s']:.1f} tok/s, p50 "
               f"{r['p50_s']:.2f} s, p95 {r['p95_s']:.2f} s, 5xx {r['server_errors']}")  # fmt: skip
     print(f"batching ratio (tokens/s concurrent / one at a time): {ratio:.2f}x")
-    server.should_exit = True
+    server.stop()
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"concurrent": together, "sequential": alone, "ratio": ratio}, f, indent=1)

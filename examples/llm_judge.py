@@ -19,21 +19,19 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import socket
 import tempfile
-import threading
-import time
 from pathlib import Path
 
-import uvicorn
 from fastapi import FastAPI, Request  # the scripted judge's server (pip install -e ".[monitor]")
 
 from agentrl.config import build_config
+from agentrl.serve.background import BackgroundServer
 from agentrl.train import train
 
 
-def scripted_judge(port: int):
-    """A tiny OpenAI-compatible chat-completions server that judges by a rule."""
+def scripted_judge() -> BackgroundServer:
+    """A tiny OpenAI-compatible chat-completions server that judges by a rule, started on a
+    free loopback port."""
     app = FastAPI()
 
     @app.post("/v1/chat/completions")
@@ -52,10 +50,8 @@ def scripted_judge(port: int):
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
         }
 
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
+    server = BackgroundServer(app, name="scripted-judge")
+    server.start()
     return server
 
 
@@ -69,11 +65,7 @@ def main() -> None:
     args = p.parse_args()
     url = args.judge_url
     if url is None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        scripted_judge(port)
-        url = f"http://127.0.0.1:{port}/v1"
+        url = f"http://127.0.0.1:{scripted_judge().port}/v1"
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
         cfg = build_config({}, [

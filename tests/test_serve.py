@@ -3,9 +3,6 @@
 requests batched together, every bad input a 4xx naming the field, the API key enforced."""
 
 import json
-import socket
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -19,6 +16,7 @@ from agentrl.engine.decoder import Engine  # noqa: E402
 from agentrl.envs import make  # noqa: E402
 from agentrl.policy.generate import Sample  # noqa: E402
 from agentrl.serve import create_app  # noqa: E402
+from agentrl.serve.background import BackgroundServer  # noqa: E402
 
 KEY = "sk-test"
 ASK = [{"role": "user", "content": "What's the weather in Paris?"}]
@@ -61,20 +59,6 @@ class ScriptedSession:
         self.seqs.pop(key, None)
 
 
-def _start(app):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    for _ in range(400):
-        if srv.started:
-            break
-        time.sleep(0.05)
-    return srv, thread, f"http://127.0.0.1:{port}"
-
-
 @pytest.fixture(scope="module")
 def server(tiny_policy):
     """A server on a free loopback port: the protocol over a scripted decode session."""
@@ -82,10 +66,10 @@ def server(tiny_policy):
     engine = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
     app = create_app(engine, "tiny", capacity=1024, slots=8, api_key=KEY,
                      session=ScriptedSession(tok))  # fmt: skip
-    srv, thread, url = _start(app)
+    srv = BackgroundServer(app, name="test-serve")
+    url = srv.start()
     yield {"url": url, "tools": make("weather").tool_schemas, "app": app}
-    srv.should_exit = True
-    thread.join(timeout=10)
+    srv.stop()
 
 
 @pytest.fixture(scope="module")
@@ -94,10 +78,10 @@ def real_server(tiny_policy):
     model, tok = tiny_policy
     engine = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
     app = create_app(engine, "tiny", capacity=1024, slots=4)
-    srv, thread, url = _start(app)
+    srv = BackgroundServer(app, name="test-serve")
+    url = srv.start()
     yield {"url": url, "app": app, "engine": engine}
-    srv.should_exit = True
-    thread.join(timeout=10)
+    srv.stop()
 
 
 def _client(server, key=KEY):

@@ -14,10 +14,11 @@ from agentrl.chat.render import encode_prompt, stop_token_ids  # noqa: E402
 from agentrl.engine.decoder import Engine  # noqa: E402
 from agentrl.envs import make  # noqa: E402
 from agentrl.serve import create_app  # noqa: E402
+from agentrl.serve.background import BackgroundServer  # noqa: E402
 from agentrl.serve.client import report_reward, reward_url, session_headers  # noqa: E402
 from agentrl.serve.episodes import build_segments, session_trajectory  # noqa: E402
 from agentrl.serve.record import Recorder, load_sessions  # noqa: E402
-from tests.test_serve import ASK, ScriptedSession, _start  # noqa: E402
+from tests.test_serve import ASK, ScriptedSession  # noqa: E402
 
 TOOLS = make("weather").tool_schemas
 
@@ -30,10 +31,10 @@ def scripted(tiny_policy, tmp_path):
     recorder = Recorder(tok, tmp_path / "rec", keep=True)
     app = create_app(engine, "tiny", capacity=1024, slots=4, session=ScriptedSession(tok),
                      recorder=recorder)  # fmt: skip
-    srv, thread, url = _start(app)
+    srv = BackgroundServer(app)
+    url = srv.start()
     yield {"url": url, "recorder": recorder, "dir": tmp_path / "rec", "tok": tok}
-    srv.should_exit = True
-    thread.join(timeout=10)
+    srv.stop()
 
 
 def _agent_loop(client, messages, **kw):
@@ -135,14 +136,14 @@ def test_reward_errors_for_bad_json_duplicates_and_no_recording(scripted, tiny_p
         report_reward(scripted["url"], "dup", 0.0)
     model, tok = tiny_policy
     engine = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
-    srv, thread, url = _start(create_app(engine, "tiny", capacity=256, slots=1,
-                                         session=ScriptedSession(tok)))  # fmt: skip
+    srv = BackgroundServer(create_app(engine, "tiny", capacity=256, slots=1,
+                                      session=ScriptedSession(tok)))  # fmt: skip
+    url = srv.start()
     try:
         r = httpx.post(reward_url(url), json={"session": "s", "reward": 1}, timeout=30)
         assert r.status_code == 404 and "--record" in r.json()["error"]["message"]
     finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
+        srv.stop()
 
 
 def test_recorded_ids_are_the_ids_the_engine_produces(tiny_policy, tmp_path):
@@ -152,8 +153,9 @@ def test_recorded_ids_are_the_ids_the_engine_produces(tiny_policy, tmp_path):
     model, tok = tiny_policy
     engine = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
     recorder = Recorder(tok, tmp_path, keep=True)
-    srv, thread, url = _start(create_app(engine, "tiny", capacity=1024, slots=4,
-                                         recorder=recorder))  # fmt: skip
+    srv = BackgroundServer(create_app(engine, "tiny", capacity=1024, slots=4,
+                                      recorder=recorder))  # fmt: skip
+    url = srv.start()
     try:
         client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0,
                                default_headers=session_headers("real"))  # fmt: skip
@@ -166,8 +168,7 @@ def test_recorded_ids_are_the_ids_the_engine_produces(tiny_policy, tmp_path):
         client.chat.completions.create(model="tiny", messages=history, tools=TOOLS,
                                        temperature=0, max_tokens=24)  # fmt: skip
     finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
+        srv.stop()
     records, _ = recorder.take("real")
     assert len(records) == 2
     for rec, budget in zip(records, (48, 24), strict=True):

@@ -5,7 +5,6 @@ headless Chromium (a filter clicked, an episode opened, a screenshot saved)."""
 import json
 import shutil
 import socket
-import threading
 import time
 
 import pytest
@@ -147,19 +146,11 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def served(run_copy):
-    import uvicorn
+    from agentrl.serve.background import BackgroundServer
 
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(run_copy), host="127.0.0.1", port=port,
-                                           log_level="warning"))  # fmt: skip
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/"
-    server.should_exit = True
-    thread.join(timeout=10)
+    server = BackgroundServer(create_app(run_copy), name="test-viewer")
+    yield server.start() + "/"
+    server.stop()
 
 
 @pytest.fixture(scope="module")

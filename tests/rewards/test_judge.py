@@ -173,15 +173,15 @@ def test_judge_config_errors_name_the_field():
 def test_agentrl_serve_as_the_judge(tiny_policy):
     """The tiny model behind agentrl's own server judges: every episode is either scored in
     [0, 1] or counted as a fault (it mostly writes no score), and nothing raises."""
-    from test_serve import _start
-
     from agentrl.chat.render import stop_token_ids
     from agentrl.engine.decoder import Engine
     from agentrl.serve import create_app
+    from agentrl.serve.background import BackgroundServer
 
     model, tok = tiny_policy
     engine = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id)
-    srv, thread, url = _start(create_app(engine, "tiny", capacity=2048, slots=4))
+    srv = BackgroundServer(create_app(engine, "tiny", capacity=2048, slots=4), name="judge")
+    url = srv.start()
     try:
         cfg = build_config({}, ["reward.judge.enabled=true", "reward.judge.model=tiny",
                                 f"reward.judge.base_url={url}/v1", "reward.judge.retries=0",
@@ -195,5 +195,4 @@ def test_agentrl_serve_as_the_judge(tiny_policy):
         assert m["judge/judged"] + m["reward/judge_faults"] == 2
         assert all(0.0 <= s <= 1.0 for s in judged)
     finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
+        srv.stop()
