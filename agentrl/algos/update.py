@@ -176,6 +176,9 @@ def micro_weights(
     return [(p, a / tp, b / tv) for p, a, b in zip(pieces, pol, val, strict=True)]
 
 
+NOISE_GRAD_NORM = 1e-6  # below: round-off (a real update's norm is 1e-3 and up)
+
+
 def guarded_step(
     params: Iterable[torch.nn.Parameter],
     optimizer: torch.optim.Optimizer,
@@ -185,11 +188,15 @@ def guarded_step(
     """Clip gradients and step unless the loss or the gradient norm is NaN/Inf.
 
     Returns (grad norm, stepped). Gradients are cleared either way, so a skipped update
-    leaves parameters and optimizer state exactly as they were.
+    leaves parameters and optimizer state exactly as they were. A gradient norm below
+    ``NOISE_GRAD_NORM`` is round-off, not signal (every advantage 0 and the policy still
+    equal to its reference): the update counts as taken but the optimizer does not step,
+    because Adam divides by the gradient's own scale and would turn that noise into a
+    full-size step in a random direction.
     """
     grad_norm = torch.nn.utils.clip_grad_norm_(list(params), max_grad_norm)
     ok = bool(loss_finite) and bool(torch.isfinite(grad_norm))
-    if ok:
+    if ok and float(grad_norm) >= NOISE_GRAD_NORM:
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return float(grad_norm), ok

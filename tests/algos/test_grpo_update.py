@@ -100,3 +100,25 @@ def test_epochs_times_minibatches_updates_and_invalid_rows_are_left_out():
     _update(a, masked, torch.tensor([1.0, -1.0, 0.5, 9.0]))
     _update(b, three_batch, torch.tensor([1.0, -1.0, 0.5]))
     assert torch.allclose(a.table.detach(), b.table.detach(), atol=1e-6)
+
+
+def test_a_round_off_gradient_does_not_move_adam():
+    """Adam divides by the gradient's own scale, so a 1e-8 gradient (round-off when every
+    advantage is 0 and the policy equals its reference) would move each weight by about lr;
+    guarded_step takes it as an update without stepping, and a real gradient still steps."""
+    from agentrl.algos.update import NOISE_GRAD_NORM, guarded_step
+
+    w = torch.nn.Parameter(torch.ones(4))
+    opt = torch.optim.AdamW([w], lr=1e-2, weight_decay=0.0)
+    w.grad = torch.full((4,), 1e-8)
+    norm, ok = guarded_step([w], opt, 1.0, True)
+    assert ok and norm < NOISE_GRAD_NORM and torch.equal(w.detach(), torch.ones(4))
+    assert w.grad is None and not opt.state  # nothing stepped, nothing left over
+    free = torch.nn.Parameter(torch.ones(4))  # the same noise through plain AdamW
+    free_opt = torch.optim.AdamW([free], lr=1e-2, weight_decay=0.0)
+    free.grad = torch.full((4,), 1e-8)
+    free_opt.step()
+    assert float((free.detach() - 1).abs().max()) > 1e-3  # ~lr/2: noise made a real step
+    w.grad = torch.full((4,), 0.5)
+    norm, ok = guarded_step([w], opt, 1.0, True)
+    assert ok and abs(norm - 1.0) < 1e-6 and float((w.detach() - 1).abs().max()) > 1e-3
