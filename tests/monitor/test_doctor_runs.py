@@ -4,8 +4,9 @@ tests/monitor/broken/): each is named by its code, and a healthy run has no erro
 Every run starts from one warm-started copy of the tiny model (64 demonstrations, the demo's
 warm start). About 85 s on 2 cores. The tiny fixture model still makes no parsable call after
 that warm start, so every run's reward is 0: lr_too_high (an entropy bonus gives it a
-gradient) and kl_zero are named from their KL series, rewards_repeats and format_only from their reward settings; test_doctor.py covers the
-behavioural signatures (repeats, format-only gains) on hand-made episodes."""
+gradient) and kl_zero are named from their KL series, rewards_repeats and format_only from
+their reward settings; test_doctor.py covers the behavioural signatures (repeats, format-only
+gains) on hand-made episodes."""
 
 import json
 from pathlib import Path
