@@ -31,6 +31,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agentrl.monitor.metrics import read_jsonl
+
 ARMS = ("dpo", "iql", "grpo")
 
 
@@ -46,8 +48,7 @@ def _model_of(start: str) -> str:
 
 
 def _metrics(run_dir: Path) -> list[dict]:
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return [json.loads(x) for x in lines if x.strip()]
+    return read_jsonl(run_dir / "metrics.jsonl")
 
 
 def _train(args, run_dir: Path, model: str, steps: int, seed: int, demos: int = 0) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from agentrl.algos.losses import clipped_value_loss
+from agentrl.algos.update import guarded_step
 from agentrl.algos.value import Critic
 from agentrl.types import Trajectory
 
@@ -140,7 +141,8 @@ def central_value_update(
     rng: random.Random,
 ) -> dict[str, float]:
     """Epochs of clipped value regression of the critic on the joint views that have a target;
-    the optimizer steps the critic's parameters only (the policy's have no gradient)."""
+    the optimizer steps the critic's parameters only (the policy's have no gradient), through
+    the RL updates' ``guarded_step`` (clipping, a non-finite loss or gradient skipped)."""
     width = value_mask.shape[1]
     targets = [v for v in views if v.pos < width and value_mask[v.row, v.pos] > 0]
     if not targets:
@@ -158,12 +160,13 @@ def central_value_update(
             values = _last_values(critic, part, pad_id)  # (b,) with gradients
             loss, stats = clipped_value_loss(values, old_values[rows, pos], returns[rows, pos],
                                              torch.ones(len(part)), value_clip)  # fmt: skip
-            optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad(set_to_none=True)  # only the critic's gradients step
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-            optimizer.step()
-            losses.append(float(loss.detach()))
-            clips.append(float(stats["value_clip_frac"]))
-    optimizer.zero_grad(set_to_none=True)
+            _, ok = guarded_step(params, optimizer, max_grad_norm, bool(torch.isfinite(loss)))
+            if ok:
+                losses.append(float(loss.detach()))
+                clips.append(float(stats["value_clip_frac"]))
+    if not losses:
+        return {"value": 0.0, "value_clip_frac": 0.0, "central_views": float(len(targets))}
     return {"value": sum(losses) / len(losses), "value_clip_frac": sum(clips) / len(clips),
             "central_views": float(len(targets))}  # fmt: skip
