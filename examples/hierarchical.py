@@ -2,6 +2,7 @@
 
     python examples/hierarchical.py            # one reference episode's contexts, its rewards
     python examples/hierarchical.py --train    # a short run on the tiny model (a few minutes)
+    python examples/hierarchical.py --train --per-role   # the same, a LoRA adapter per role
 
 The first part needs no model: it plays a weather episode (level 2) with the reference solver
 in the hierarchical format (what the warm start shows the policy), prints every context, the
@@ -62,14 +63,19 @@ def show_reference_episode(seed: int = 3, level: int = 2) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", action="store_true", help="a short run on the tiny model")
+    parser.add_argument(
+        "--per-role", action="store_true", help="with --train: a LoRA adapter for each role"
+    )
     args = parser.parse_args()
     show_reference_episode()
     if args.train:
         from agentrl.train import train
 
+        per_role = ["lora.enabled=true", "rollout.hierarchy.adapters=per_role"]
         cfg = load_config("configs/weather_hierarchical.yaml", [
             "train.steps=2", "train.warmstart_demos=24", "train.eval_episodes=24",
-            "rollout.groups_per_step=2", "train.run_dir=runs/example_hierarchical"])  # fmt: skip
+            "rollout.groups_per_step=2", "train.run_dir=runs/example_hierarchical",
+            *(per_role if args.per_role else [])])  # fmt: skip
         summary = train(cfg)
         print(f"held-out success {summary['success_before']:.3f} -> "
               f"{summary['success_after']:.3f} ({summary['run_dir']})")  # fmt: skip

@@ -289,6 +289,14 @@ class Config(Section):
                 "advantages at two time scales: set algo.name=grpo (got "
                 f"{self.algo.name!r}) and curriculum.staged=false"
             )
+        if self.rollout.hierarchy.adapters == "per_role" and not (
+            self.lora.enabled and self.rollout.mode == "hierarchical"
+        ):
+            raise ValueError(
+                "rollout.hierarchy.adapters=per_role gives the manager and the worker a LoRA "
+                "adapter each: set lora.enabled=true and rollout.mode=hierarchical (got "
+                f"lora.enabled={self.lora.enabled}, rollout.mode={self.rollout.mode!r})"
+            )
         return self
 
 

@@ -2,7 +2,8 @@
 ``agentrl.planning.hierarchy``).
 
 A manager context picks subgoals, a worker context per subgoal carries it out with tool calls;
-both are the same policy with role prompts. The manager trains on the episode's reward, each
+both are the same policy with role prompts, or (``adapters: per_role``, with LoRA) two LoRA
+adapters on one frozen base, one per role. The manager trains on the episode's reward, each
 worker segment on its subgoal's reward, at two time scales (``manager_every``).
 """
 
@@ -44,6 +45,13 @@ class HierarchyConfig(Section):
         1.0, ge=0, description="Scale of the manager rows' advantages on the steps they train."
     )
     worker_weight: float = Field(1.0, ge=0, description="Scale of the worker rows' advantages.")
+    adapters: Literal["shared", "per_role"] = Field(
+        "shared",
+        description="shared: manager and worker are one policy (role prompts only); per_role: "
+        "each role has its own LoRA adapter on one frozen base (needs lora.enabled=true): "
+        "manager contexts decode and train with the manager's, worker contexts with the "
+        "worker's (agentrl.policy.roles).",
+    )
     worker_baseline: Literal["type", "group"] = Field(
         "type",
         description="Baseline of a worker segment's subgoal reward: type = the step's worker "

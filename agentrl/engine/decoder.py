@@ -31,6 +31,7 @@ from agentrl.engine.shadow import is_lora, make_shadow, refresh_shadow
 from agentrl.machine import available_memory
 from agentrl.policy.generate import Sample
 from agentrl.policy.prefix import MIN_SHARED_PREFIX, common_prefix_length
+from agentrl.policy.roles import role_adapter
 
 DEFAULT_SLOTS = 64  # rows that decode together (the KV cache holds this many sequences)
 KV_FRACTION = 0.25  # of the memory still available, the most the slot cache may take
@@ -92,7 +93,7 @@ class Engine:
 
     @model.setter
     def model(self, model: Any) -> None:
-        self._model, self._shadow = model, None
+        self._model, self._shadows = model, {}
 
     @property
     def decodes_own_weights(self) -> bool:
@@ -102,17 +103,24 @@ class Engine:
             return False
         return self.dtype is None or self.dtype == next(self._model.parameters()).dtype
 
-    def decoding_model(self) -> Any:
+    def decoding_model(self, adapter: str | None = None) -> Any:
         """The module that decodes: the model, or its copy (``dtype``, adapters merged) with
-        current weights."""
+        current weights. ``adapter``: a role adapter's copy (``agentrl.policy.roles``)."""
+        if adapter is not None:
+            with role_adapter(self._model, adapter):
+                return self._copy(adapter)
         if self.decodes_own_weights:
             return self._model
-        if self._shadow is None:
+        return self._copy(None)
+
+    def _copy(self, key: str | None) -> Any:
+        """The decoding copy for the active adapter(s), made once and refreshed after."""
+        if key not in self._shadows:
             own = next(self._model.parameters()).dtype
-            self._shadow = make_shadow(self._model, self.dtype or own)
+            self._shadows[key] = make_shadow(self._model, self.dtype or own)
         else:
-            refresh_shadow(self._shadow, self._model)
-        return self._shadow
+            refresh_shadow(self._shadows[key], self._model)
+        return self._shadows[key]
 
     def tool_call_grammar(self) -> ToolCallGrammar:
         """This engine's tool-call grammars (built on first use: about a second)."""
@@ -133,10 +141,12 @@ class Engine:
         return next(self.model.parameters()).device
 
     def session(self, n_sequences: int, capacity: int, *, temperature: float = 1.0,
-                top_p: float = 1.0, greedy: bool = False) -> DecodeSession:  # fmt: skip
+                top_p: float = 1.0, greedy: bool = False,
+                adapter: str | None = None) -> DecodeSession:  # fmt: skip
         """A session for up to ``n_sequences`` sequences of at most ``capacity`` tokens; as
-        many decode together as ``slots`` and the memory allow (the rest wait for a slot)."""
-        model = self.decoding_model()
+        many decode together as ``slots`` and the memory allow (the rest wait for a slot).
+        ``adapter``: decode with that role adapter (``agentrl.policy.roles``)."""
+        model = self.decoding_model(adapter)
         fit = slots_that_fit(model, capacity, available_memory(self.device))
         slots = max(1, min(self.slots, n_sequences, fit))
         return DecodeSession(model, self.stop_ids, self.pad_id, slots=slots,

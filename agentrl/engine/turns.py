@@ -77,10 +77,16 @@ class TurnSession:
 
 
 def open_session(generator: Any, n_sequences: int, capacity: int, *, temperature: float = 1.0,
-                 top_p: float = 1.0, greedy: bool = False) -> Any:  # fmt: skip
+                 top_p: float = 1.0, greedy: bool = False,
+                 adapter: str | None = None) -> Any:  # fmt: skip
     """The generator's own session when it has one (``supports_sessions``), else a
-    ``TurnSession`` around its batch ``generate``."""
+    ``TurnSession`` around its batch ``generate``. ``adapter``: decode with that role adapter
+    (an engine session only)."""
     options = {"temperature": temperature, "top_p": top_p, "greedy": greedy}
     if getattr(generator, "supports_sessions", False):
-        return generator.session(n_sequences, capacity, **options)
+        extra = {} if adapter is None else {"adapter": adapter}
+        return generator.session(n_sequences, capacity, **options, **extra)
+    if adapter is not None:
+        raise ValueError(f"role adapters decode with agentrl's engine; "
+                         f"{type(generator).__name__} has no sessions")  # fmt: skip
     return TurnSession(generator, **options)

@@ -17,6 +17,7 @@ from agentrl.eval.policies import OpenAIPolicy, ReferencePolicy, TextPolicy, run
 from agentrl.eval.runner import eval_specs, evaluate, summarize
 from agentrl.eval.suites import SUITES, run_suite, summarize_records
 from agentrl.policy.loading import load_policy
+from agentrl.policy.roles import with_role_adapters
 
 
 def resolve_model_path(model_or_run_dir: str) -> str:
@@ -210,12 +211,13 @@ def load_text_policy(spec: str, seed: int = 0) -> TextPolicy | None:
 
 def load_eval_engine(model_or_run_dir: str, device: str, weights: str = "final") -> Engine:
     """A greedy-capable decode engine on a model, hub id or run directory (``weights``: the
-    run's ``final`` model or its ``start``, when RL began)."""
+    run's ``final`` model, with its role adapters if it has them, or its ``start``)."""
     model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
     if weights == "start":
         load_start_weights(model, Path(model_or_run_dir), device)
     elif weights != "final":
         raise ValueError(f"weights must be 'final' or 'start', got {weights!r}")
+    model = with_role_adapters(model, model_or_run_dir) if weights == "final" else model
     return Engine(model, tok, stop_token_ids(tok), tok.pad_token_id,
                   dtype=decode_dtype("auto", model, device))  # fmt: skip
 
@@ -257,8 +259,7 @@ def evaluate_suites(
     ``weights="start"``: a run directory's weights when RL began.
 
     Returns the report (``success_rate`` overall, per suite and per task under
-    ``suites[name]["tasks"]``) and every episode record (the transcripts).
-    """
+    ``suites[name]["tasks"]``) and every episode record (the transcripts)."""
     unknown = [s for s in suites if s not in SUITES]
     if unknown:
         raise ValueError(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")

@@ -6,7 +6,10 @@ rendered once, every reply is the policy's sampled ids (mask 1, with their log-p
 message after it a chat-template delta (mask 0). A worker context starts with a fresh KV cache;
 when it closes, the manager's context goes on from its own ids plus the ``Result:`` delta (its
 ids are prefilled again: an episode holds one decode slot at a time, so slots never wait on
-each other). ``max_total_tokens`` limits each context.
+each other). ``max_total_tokens`` limits each context. With ``adapters: per_role`` the manager's
+contexts decode in a session of the manager adapter's weights and the workers' in one of the
+worker adapter's (``agentrl.policy.roles``); an episode is in one of them at a time.
+Before RL begins (no adapters yet) both roles decode the base.
 
 The trajectory's ``segments`` are the worker contexts in order, then the manager's (whose ids
 and messages are also the trajectory's own); ``info["hierarchy"]`` has one entry per segment
@@ -23,6 +26,7 @@ from agentrl.config.hierarchy import HierarchyConfig
 from agentrl.engine.decoder import draw_seeds
 from agentrl.engine.turns import TURN_SEED_STRIDE, open_session
 from agentrl.planning.hierarchy import Context, Hierarchy, Outcome
+from agentrl.policy.roles import ROLES, uses_role_adapters
 from agentrl.rollout import EpisodeSpec
 from agentrl.token_record import extend_context
 from agentrl.types import RewardBreakdown, Segment, Trajectory
@@ -83,21 +87,33 @@ def run_hierarchical(
         tokens = _Tokens()
         tokens.append(encode_prompt(tok, ctx.messages, None), None, -1)
         eps.append(_Episode(h, spec, str(info.get("task_id", spec.seed)), tokens, tokens))
-    sess = open_session(generator, len(eps), max_total_tokens, temperature=temperature,
-                        top_p=top_p, greedy=greedy)  # fmt: skip
+    roles = ROLES if per_role_model(generator, cfg) else (None,)
+    sessions = {r: open_session(generator, len(eps), max_total_tokens, temperature=temperature,
+                                top_p=top_p, greedy=greedy, adapter=r)
+                for r in roles}  # fmt: skip
     done: dict[int, Trajectory] = {}
+
+    def sess_of(ep: _Episode):
+        """The session decoding ``ep``'s active context (its role's adapter)."""
+        if None in sessions:
+            return sessions[None]
+        return sessions["manager" if ep.active is ep.manager else "worker"]
+
+    def release(i: int) -> None:
+        for sess in sessions.values():
+            sess.release(i)
 
     def finish(i: int, termination: str, reward: RewardBreakdown | None = None) -> None:
         ep = eps[i]
         done[i] = _trajectory(ep, termination, reward or ep.h.finish(termination))
-        sess.release(i)
+        release(i)
         if on_turn is not None:
             on_turn(len(done), len(eps))
 
     def start(i: int, ids: list[int]) -> None:
         ep = eps[i]
-        sess.release(i)
-        sess.add(i, ids, _budget(ep.active, max_new_tokens, max_total_tokens),
+        release(i)
+        sess_of(ep).add(i, ids, _budget(ep.active, max_new_tokens, max_total_tokens),
                  ep.seed + TURN_SEED_STRIDE * 101 * ep.opens)  # fmt: skip
         ep.opens += 1
 
@@ -108,9 +124,10 @@ def run_hierarchical(
         else:
             start(i, eps[i].manager.ids)
     while len(done) < len(eps):
-        if not sess.busy:
+        busy = [sess for sess in sessions.values() if sess.busy]
+        if not busy:
             raise RuntimeError("hierarchical rollout: episodes left but none is decoding")
-        for i, sample in sess.step():
+        for i, sample in (pair for sess in busy for pair in sess.step()):
             ep = eps[i]
             room = max_total_tokens - len(ep.active.ids)
             ids, lps = sample.ids[:room], sample.logprobs[:room]
@@ -120,7 +137,8 @@ def run_hierarchical(
                 finish(i, "length")
                 continue
             out = ep.h.act(tok.decode(ids[:-1], skip_special_tokens=False))
-            _apply(ep, i, out, tok, finish, start, sess, max_new_tokens, max_total_tokens)
+            _apply(ep, i, out, tok, finish, start, sess_of(ep), max_new_tokens,
+                   max_total_tokens)  # fmt: skip
     return [done[i] for i in range(len(eps))]
 
 
@@ -190,6 +208,13 @@ def _trajectory(ep: _Episode, termination: str, reward: RewardBreakdown) -> Traj
         },  # fmt: skip
         segments=[*workers, manager],
     )
+
+
+def per_role_model(generator, cfg: HierarchyConfig) -> bool:
+    """Whether each role decodes with its own adapter: ``adapters: per_role`` and a policy that
+    has them. Before RL begins (the evaluation before RL) the adapters do not exist yet; both
+    would start at zero, i.e. the base, which is then decoded for both roles."""
+    return cfg.adapters == "per_role" and uses_role_adapters(getattr(generator, "model", None))
 
 
 def _budget(tokens: _Tokens, max_new: int, max_total: int) -> int:

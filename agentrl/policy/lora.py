@@ -7,6 +7,8 @@ began, so the reference policy is the same model with its adapters switched off
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,18 @@ import torch
 
 
 def apply_lora(
-    model: Any, *, rank: int, alpha: float, dropout: float, target_modules: list[str]
+    model: Any,
+    *,
+    rank: int,
+    alpha: float,
+    dropout: float,
+    target_modules: list[str],
+    adapter_names: tuple[str, ...] = ("default",),
 ) -> Any:
-    """Wrap ``model`` in a peft ``PeftModel`` with LoRA adapters; only adapters train."""
+    """Wrap ``model`` in a peft ``PeftModel`` with LoRA adapters; only adapters train.
+
+    ``adapter_names``: one adapter per name, all of the same shape and all trainable (the
+    first active); several are role adapters (``agentrl.policy.roles``)."""
     from peft import LoraConfig, get_peft_model
 
     names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
@@ -34,7 +45,14 @@ def apply_lora(
         bias="none",
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, config)
+    peft_model = get_peft_model(model, config, adapter_name=adapter_names[0])
+    for name in adapter_names[1:]:
+        peft_model.add_adapter(name, config)
+    if len(adapter_names) > 1:
+        from agentrl.policy.roles import keep_adapters_trainable
+
+        keep_adapters_trainable(peft_model)
+    return peft_model
 
 
 def _linear_names(model: Any) -> set[str]:
@@ -50,8 +68,21 @@ class AdapterDisabled:
         self.model = peft_model
 
     def __call__(self, **kwargs: Any) -> Any:
-        with self.model.disable_adapter():
+        with self.off():
             return self.model(**kwargs)
+
+    @contextmanager
+    def off(self) -> Iterator[None]:
+        """The adapters off inside the block. peft's ``disable_adapter`` freezes every adapter
+        but the active one when it ends; role adapters are made trainable again."""
+        try:
+            with self.model.disable_adapter():
+                yield
+        finally:
+            if len(getattr(self.model, "peft_config", {})) > 1:
+                from agentrl.policy.roles import keep_adapters_trainable
+
+                keep_adapters_trainable(self.model)
 
     def parameters(self):
         return self.model.parameters()

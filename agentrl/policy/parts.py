@@ -34,7 +34,7 @@ def lm_parts(model: Any) -> LMParts | str:
     context: Callable[[], Any] = contextlib.nullcontext
     inner = model
     if isinstance(model, AdapterDisabled):
-        inner, context = model.model, model.model.disable_adapter
+        inner, context = model.model, model.off
     peft_config = getattr(inner, "active_peft_config", None)
     if peft_config is not None and getattr(peft_config, "is_prompt_learning", False):
         return "a peft prompt-learning model adds virtual tokens in its own forward"

@@ -168,6 +168,7 @@ class RLModels:
 def build_rl_models(model: Any, cfg: Config) -> RLModels:
     """Reference, critic, gradient checkpointing and LoRA around ``model`` (at RL start)."""
     from agentrl.policy.lora import AdapterDisabled, apply_lora
+    from agentrl.policy.roles import ROLES, per_role
 
     a, lo = cfg.algo, cfg.lora
     needs_ref = a.kl.coef > 0 or a.name == "dpo"  # DPO's implicit reward needs it too
@@ -180,7 +181,8 @@ def build_rl_models(model: Any, cfg: Config) -> RLModels:
             )
     if lo.enabled:
         model = apply_lora(model, rank=lo.rank, alpha=lo.alpha, dropout=lo.dropout,
-                           target_modules=lo.target_modules)  # fmt: skip
+                           target_modules=lo.target_modules,
+                           adapter_names=ROLES if per_role(cfg) else ("default",))  # fmt: skip
         ref = AdapterDisabled(model) if needs_ref else None  # the frozen base, no copy
         return RLModels(model, ref, critic, lora=True)
     ref = None

@@ -16,6 +16,7 @@ from agentrl.monitor.sinks import check_installed
 from agentrl.monitor.status import crash_record, write_status
 from agentrl.policy.loading import save_policy
 from agentrl.policy.lora import merge_and_save
+from agentrl.policy.roles import save_role_adapters, uses_role_adapters
 from agentrl.precision import autocast_dtype
 from agentrl.train.agent import AgentCollector, AgentProgram
 from agentrl.train.build import (
@@ -196,8 +197,11 @@ def _evaluate(run: Run, generator, make_env, when: str, step: int,
 
 def save_final(rl: RLModels, tok, cfg: Config, run_dir: Path) -> None:
     """The trained model in run_dir/model (LoRA: adapter in run_dir/adapter, merged model in
-    run_dir/model unless lora.merge_on_save is off); a PPO critic in run_dir/critic.pt."""
-    if rl.lora:
+    run_dir/model unless lora.merge_on_save is off; role adapters: both in run_dir/adapter,
+    the base in run_dir/model); a PPO critic in run_dir/critic.pt."""
+    if rl.lora and uses_role_adapters(rl.policy):
+        save_role_adapters(rl.policy, tok, run_dir / "model", run_dir / "adapter")
+    elif rl.lora:
         if cfg.lora.merge_on_save:
             merge_and_save(rl.policy, tok, run_dir / "model", run_dir / "adapter")
         else:

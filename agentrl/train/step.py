@@ -20,16 +20,18 @@ from agentrl.algos.batch import TRUNCATED, Batch, episode_validity
 from agentrl.algos.dpo import dpo_update, preference_pairs
 from agentrl.algos.forward import reference_logprobs
 from agentrl.algos.grpo import compute_advantages, grpo_update
-from agentrl.algos.hierarchical import hierarchical_signals
+from agentrl.algos.hierarchical import hierarchical_signals, row_roles
 from agentrl.algos.kl import KLController
 from agentrl.algos.offpolicy import correct_stale_batch
 from agentrl.algos.ppo import ppo_signals, ppo_update
+from agentrl.algos.role_adapters import logprobs_for, role_grpo_update
 from agentrl.algos.segments import broadcast_to_rows, segment_batch
 from agentrl.config import Config
 from agentrl.monitor.step import step_metrics
 from agentrl.multiagent.central_critic import central_setup, central_value_update
 from agentrl.planning.hier_rollout import play_hierarchical
 from agentrl.planning.search_train import episodes_only, search_rollout
+from agentrl.policy.roles import per_role
 from agentrl.precision import autocast
 from agentrl.rollout import EpisodeSpec, play_specs
 from agentrl.train.build import RLModels
@@ -97,11 +99,14 @@ def resolve_truncation(cfg: Config) -> str:
     return "zero"
 
 
-def with_policy_logprobs(policy, batch: Batch, temperature: float) -> tuple[Batch, dict]:
+def with_policy_logprobs(policy, batch: Batch, temperature: float,
+                         logprobs: Callable[[Batch], torch.Tensor] | None = None,
+                         ) -> tuple[Batch, dict]:  # fmt: skip
     """The batch with the policy's own log-probs as the old ones (the rollout decoded a
     lower-precision copy, whose log-probs differ by rounding), and how far apart they were:
-    ``rollout/logprob_gap``, the mean |rollout - policy| log-prob over the policy tokens."""
-    own = reference_logprobs(policy, batch, temperature)  # (B, T-1)
+    ``rollout/logprob_gap``, the mean |rollout - policy| log-prob over the policy tokens.
+    ``logprobs``: how to compute them (default: the policy over every row)."""
+    own = (logprobs or (lambda b: reference_logprobs(policy, b, temperature)))(batch)  # (B, T-1)
     tokens = batch.mask > 0
     gap = float((batch.old_logp - own).abs()[tokens].mean()) if tokens.any() else 0.0
     return replace(batch, old_logp=own), {"rollout/logprob_gap": gap}
@@ -144,12 +149,12 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     rewards = state.normalizer(raw, valid)  # (N,)
     batch, owner = segment_batch(trajs, valid, pad_id)  # a row per context: R >= N rows
     extra_rollout: dict[str, float] = {}
+    own = logprobs_for(rl.policy, trajs, per_role(cfg), s.temperature)  # batch -> (R, T-1)
     with autocast(_device(rl.policy), amp):
         if played is not None or len(trajs) > played_n:  # stale: proximal ratio, IS weights
-            prox = reference_logprobs(rl.policy, batch, s.temperature)  # (R, T-1)
-            batch, extra_rollout = correct_stale_batch(batch, prox, ro.is_cap)
+            batch, extra_rollout = correct_stale_batch(batch, own(batch), ro.is_cap)
         elif not getattr(generator, "decodes_own_weights", True) or ro.constrained != "off":
-            batch, extra_rollout = with_policy_logprobs(rl.policy, batch, s.temperature)
+            batch, extra_rollout = with_policy_logprobs(rl.policy, batch, s.temperature, own)
         if rl.ref is not None:
             batch = batch.with_reference(reference_logprobs(rl.ref, batch, s.temperature))
     kl_per_episode = torch.zeros(len(trajs)).index_add_(0, owner, episode_kl(batch))  # (N,)
@@ -267,6 +272,11 @@ def update_policy(
     elif segmented:
         advantages = broadcast_to_rows(advantages, episode_of_row)  # (R,)
     kl_loss = s.kl_coef if a.kl.mode == "loss" else 0.0
+    if per_role(cfg):  # a LoRA adapter per role: each role's rows with its own
+        is_manager = row_roles(trajs).is_manager  # (R,)
+        stats, by_role = role_grpo_update(rl.policy, optimizer, batch, advantages, is_manager,
+                                          kl_coef=kl_loss, **common)  # fmt: skip
+        return stats, extra | by_role
     return grpo_update(rl.policy, optimizer, batch, advantages, kl_coef=kl_loss, **common), extra
 
 
