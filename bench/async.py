@@ -31,6 +31,7 @@ from typing import Any
 
 from agentrl.config import build_config
 from agentrl.eval.api import evaluate_model
+from agentrl.monitor.metrics import read_jsonl
 from agentrl.train import train
 
 SLOW_ENV = "weather_slow_tools"  # bench/slow_tools.py
@@ -74,7 +75,7 @@ def rl_run(args, root: Path, model: str, mode: str) -> dict[str, Any]:
     marks: list[float] = []
     train(build_config({}, _overrides(args, run, model, extra)), progress=False,
           on_step=lambda _n: marks.append(time.time()))  # fmt: skip
-    metrics = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    metrics = read_jsonl(run / "metrics.jsonl")
     return {
         "model_dir": str(run / "model"),
         "s_per_step": (marks[-1] - marks[0]) / (args.steps - 1),

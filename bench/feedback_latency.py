@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from agentrl.config import build_config
+from agentrl.monitor.metrics import read_jsonl
 from agentrl.train import train
 
 
@@ -62,7 +63,7 @@ def run_once(args: argparse.Namespace, run: Path, feedback: bool) -> list[dict[s
     url = f"http://127.0.0.1:{port}"
     on_step = (lambda n: rate_step(url, run, n - 1)) if feedback else None
     train(build_config({}, overrides), progress=False, on_step=on_step)
-    return [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    return read_jsonl(run / "metrics.jsonl")
 
 
 def main() -> None:

@@ -62,6 +62,7 @@ def run_one(args) -> dict:
     import torch
 
     from agentrl.config import build_config
+    from agentrl.monitor.metrics import read_jsonl
     from agentrl.train import train
 
     if args.threads:
@@ -74,7 +75,7 @@ def run_one(args) -> dict:
     t0 = time.time()
     train(cfg, progress=False)
     wall = time.time() - t0
-    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    lines = read_jsonl(run_dir / "metrics.jsonl")
     timed = lines[1:] or lines  # the first step is a warm-up
     step_s = [m["time/step_s"] for m in timed]
     rollout_s = [m["time/rollout_s"] for m in timed]
