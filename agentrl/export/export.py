@@ -45,7 +45,7 @@ def export_model(
 ) -> dict[str, Any]:
     """Write ``source``'s policy to ``out`` (quantized per ``quantize``); returns the manifest."""
     from agentrl.eval.api import load_start_weights, resolve_model_path
-    from agentrl.policy.roles import role_adapter_dirs
+    from agentrl.policy.roles import refuse_role_adapter_run
 
     if quantize not in QUANTIZE_CHOICES:
         raise ValueError(f"quantize must be one of {QUANTIZE_CHOICES}, got {quantize!r}")
@@ -54,11 +54,7 @@ def export_model(
     out = Path(out)
     _check_out(out, force)
     model_path = resolve_model_path(source)
-    if Path(source).is_dir() and role_adapter_dirs(source) is not None:
-        raise ValueError(f"{source!r} was trained with a LoRA adapter per role "
-                         "(rollout.hierarchy.adapters=per_role): two policies cannot be "
-                         "exported as one; its adapters are in adapter/manager and "
-                         "adapter/worker, its base in model/")  # fmt: skip
+    refuse_role_adapter_run(source, "an export")
     if saved_quantization(model_path):
         raise ValueError(f"{source!r} is already a quantized export; export from the run")
     q_config = quantization_config(quantize) if quantize != "none" else None  # fails early

@@ -58,6 +58,17 @@ def role_adapter_dirs(run_dir: str | Path) -> dict[str, Path] | None:
     return dirs if all((d / "adapter_config.json").is_file() for d in dirs.values()) else None
 
 
+def refuse_role_adapter_run(source: str | Path, needs: str) -> None:
+    """A ValueError when ``source`` is a run saved with role adapters: two policies, where
+    ``needs`` (a server, an export) takes one."""
+    if role_adapter_dirs(source) is not None:
+        raise ValueError(f"{str(source)!r} was trained with a LoRA adapter per role "
+                         "(rollout.hierarchy.adapters=per_role): it is two policies, and "
+                         f"{needs} takes one; its adapters are in adapter/manager and "
+                         "adapter/worker, its base in model/ (evaluate it with agentrl "
+                         "eval)")  # fmt: skip
+
+
 def with_role_adapters(model: Any, source: str | Path) -> Any:
     """``model`` loaded from ``source``; where that is a run saved with role adapters, the
     model (its base) wrapped with both (``load_role_adapters``)."""

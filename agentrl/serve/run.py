@@ -30,14 +30,11 @@ def build_server(
     (``agentrl.serve.record``). ``constrained``: ``tool_calls`` constrains ``tool_choice:
     auto`` replies with the tool-call grammar (``required`` always is)."""
     from agentrl.eval.api import load_eval_engine
-    from agentrl.policy.roles import role_adapter_dirs
+    from agentrl.policy.roles import refuse_role_adapter_run
     from agentrl.serve.app import create_app
     from agentrl.serve.record import Recorder
 
-    if Path(model_or_run_dir).is_dir() and role_adapter_dirs(model_or_run_dir) is not None:
-        raise ValueError(f"{model_or_run_dir} was trained with a LoRA adapter per role "
-                         "(rollout.hierarchy.adapters=per_role): it is two policies, and a "
-                         "server serves one; evaluate it with agentrl eval")  # fmt: skip
+    refuse_role_adapter_run(model_or_run_dir, "a server")
     with init_lock(model_or_run_dir, on_busy=on_busy, log=log) as key:
         engine = load_eval_engine(model_or_run_dir, device)
     limit = int(getattr(engine.model.config, "max_position_embeddings", DEFAULT_CONTEXT))
