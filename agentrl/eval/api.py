@@ -14,7 +14,7 @@ from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.eval.general import general_check
 from agentrl.eval.policies import OpenAIPolicy, ReferencePolicy, TextPolicy, run_text_episode
-from agentrl.eval.runner import eval_specs, evaluate, summarize
+from agentrl.eval.runner import eval_specs, evaluate, success_line, summarize
 from agentrl.eval.suites import SUITES, run_suite, summarize_records
 from agentrl.policy.loading import load_policy
 from agentrl.policy.roles import with_role_adapters
@@ -373,9 +373,7 @@ def write_outputs(out: Path, report: dict[str, Any], records: list[dict[str, Any
 def report_lines(report: dict[str, Any]) -> list[str]:
     """Human-readable summary lines of a report."""
     if "suites" not in report:
-        lines = [
-            f"success rate: {report['success_rate']:.3f}  by level: {report['success_by_level']}"
-        ]
+        lines = [success_line(report)]
         steps = [(k, report[k]) for k in ("call_decomposition_accuracy", "decomposition_accuracy",
                                           "repeated_call_rate", "format_error_rate")
                  if k in report]  # fmt: skip

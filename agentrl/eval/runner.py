@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -20,20 +21,37 @@ def eval_specs(episodes: int, levels: list[int], seed0: int) -> list[EpisodeSpec
     ]
 
 
+def task_family(task_id: str) -> str:
+    """The task family in a task id ``<family>-L<level>-<hash>``; a library task's id wraps its
+    family's (``library-weather-L2-...`` -> ``weather``)."""
+    head = re.split(r"-L\d+-", task_id, maxsplit=1)[0]
+    return head.removeprefix("library-")
+
+
 def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
     """Success rate overall and per level, termination reasons, mean reward and calls,
     ``repeated_call_rate``: the share of episodes that repeat a call which had already
     succeeded (same name and arguments; a retry after an error is not a repeat),
     ``format_error_rate``: malformed tool calls (parse errors) per assistant turn, and for
-    plan-and-execute episodes ``decomposition_accuracy`` and ``planned_rate``."""
+    plan-and-execute episodes ``decomposition_accuracy`` and ``planned_rate``; where the
+    episodes come from several task families (the library, a staged curriculum's mix)
+    ``success_by_family`` too."""
     by_level: dict[int, list[bool]] = defaultdict(list)
+    by_family: dict[str, list[bool]] = defaultdict(list)
     for t in trajs:
         by_level[t.level].append(t.success)
+        by_family[task_family(t.task_id)].append(t.success)
     n = max(len(trajs), 1)
+    families = (
+        {"success_by_family": {k: sum(v) / len(v) for k, v in sorted(by_family.items())}}
+        if len(by_family) > 1
+        else {}
+    )
     return {
         "episodes": len(trajs),
         "success_rate": sum(t.success for t in trajs) / n,
         "success_by_level": {str(k): sum(v) / len(v) for k, v in sorted(by_level.items())},
+        **families,
         "terminations": dict(Counter(t.termination for t in trajs)),
         "mean_reward": sum(t.reward.total for t in trajs) / n,
         "mean_tool_calls": sum(len(t.tool_calls) for t in trajs) / n,
@@ -46,6 +64,15 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
         / max(sum(t.info.get("turns", 0) for t in trajs), 1),
         **_decomposition(trajs),
     }
+
+
+def success_line(summary: dict[str, Any]) -> str:
+    """``success rate: 0.396  by level: {...}``, and ``by family: {...}`` where there is one."""
+    line = f"success rate: {summary['success_rate']:.3f}  by level: {summary['success_by_level']}"
+    if "success_by_family" in summary:
+        families = {k: round(v, 3) for k, v in summary["success_by_family"].items()}
+        line += f"  by family: {families}"
+    return line
 
 
 def _decomposition(trajs: list[Trajectory]) -> dict[str, float]:

@@ -183,6 +183,8 @@ def _evaluate(run: Run, generator, make_env, when: str, step: int,
     point = run.evaluate(generator, make_env, when, step, program)
     label = f"step {step}: held-out success" if when == "during" else f"success {when} RL:"
     run.console.print(f"{label} {point['success_rate']:.3f} {point['success_by_level']}")
+    if "success_by_family" in point:
+        run.console.print(f"  by family: {point['success_by_family']}")
     if "program" in point:
         p = point["program"]
         run.console.print(

@@ -239,9 +239,9 @@ def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, 
     """A line of ``eval.jsonl``: held-out success after ``step`` RL steps, ``episodes`` played
     (and the general-capability accuracy where it was checked; a plan-and-execute run's
     decomposition accuracy and planned rate)."""
-    keep = ("success_rate", "success_by_level", "mean_tool_calls", "terminations",
-            "repeated_call_rate", "format_error_rate", "decomposition_accuracy",
-            "planned_rate")  # fmt: skip
+    keep = ("success_rate", "success_by_level", "success_by_family", "mean_tool_calls",
+            "terminations", "repeated_call_rate", "format_error_rate",
+            "decomposition_accuracy", "planned_rate")  # fmt: skip
     point = {"step": step, "episodes": episodes, **{k: summary[k] for k in keep if k in summary}}
     if "general" in summary:
         point["general_accuracy"] = summary["general"]["accuracy"]
@@ -261,11 +261,14 @@ def program_summary(trajs: list[Trajectory]) -> dict[str, Any]:
 
 def eval_metrics(point: dict[str, Any]) -> dict[str, float]:
     """An eval.jsonl point as sink metrics: ``eval/success_rate``, ``eval/success/level_<n>``,
+    ``eval/success/<family>`` (a mix of families),
     ``eval/general_accuracy``, ``eval/repeated_call_rate``, ``eval/format_error_rate``,
     ``eval/decomposition_accuracy``."""
     out = {"eval/success_rate": point["success_rate"]}
     for level, rate in point["success_by_level"].items():
         out[f"eval/success/level_{level}"] = rate
+    for family, rate in point.get("success_by_family", {}).items():
+        out[f"eval/success/{family}"] = rate
     for key in (
         "repeated_call_rate",
         "format_error_rate",
