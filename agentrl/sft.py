@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from typing import Any
 
 import torch
@@ -198,14 +199,21 @@ def train_rows(
 
 
 class _progress:
-    """A rich progress bar (or nothing); ``advance(description)`` moves it by one step."""
+    """A rich progress bar on a terminal, plain lines (about every tenth of the steps) when the
+    output goes to a file or a pipe (a run in the background), or nothing;
+    ``advance(description)`` moves it by one step."""
 
     def __init__(self, enabled: bool, desc: str, total: int) -> None:
         self.enabled, self.desc, self.total = enabled, desc, total
+        self.bar = None
 
     def __enter__(self):
         if not self.enabled:
             return lambda _desc: None
+        from rich.console import Console
+
+        if not Console().is_terminal:
+            return plain_progress(self.total)
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -227,5 +235,18 @@ class _progress:
         return lambda d: self.bar.update(task, advance=1, description=d)
 
     def __exit__(self, *exc: object) -> None:
-        if self.enabled:
+        if self.bar is not None:
             self.bar.__exit__(*exc)
+
+
+def plain_progress(total: int, lines: int = 10, clock=time.monotonic):
+    """``advance(description)`` that prints ``description: n/total steps, S s`` on about
+    ``lines`` of the ``total`` steps (the last always), flushed: progress a log file shows."""
+    every, start, done = max(1, total // lines), clock(), [0]
+
+    def advance(desc: str) -> None:
+        done[0] += 1
+        if done[0] % every == 0 or done[0] == total:
+            print(f"{desc}: {done[0]}/{total} steps, {clock() - start:.0f} s", flush=True)
+
+    return advance

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from agentrl.sft import lr_at, masked_lm_loss, sft_train
+from agentrl.sft import lr_at, masked_lm_loss, plain_progress, sft_train
 from agentrl.tiny.builder import corpus_texts, make_model, train_tokenizer
 from agentrl.tiny.corpus import make_corpus
 
@@ -96,3 +96,24 @@ def test_micro_batches_give_the_whole_batch_loss_and_gradients(tiny_policy) -> N
     assert cut == pytest.approx(whole, rel=1e-5)
     for a, b in zip(g_cut, g_whole, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_progress_in_a_log_file_is_plain_lines(tok, capsys) -> None:
+    ticks = iter(range(0, 1000, 7))  # a fake clock: 7 s per call
+    advance = plain_progress(25, lines=10, clock=lambda: next(ticks))
+    for step in range(25):
+        advance(f"warm start loss {step / 100:.2f}")
+    lines = capsys.readouterr().out.splitlines()
+    # every 2nd step (25 // 10) and the last; the clock was read once at the start
+    assert len(lines) == 13
+    assert lines[0] == "warm start loss 0.01: 2/25 steps, 7 s"
+    assert lines[-1] == "warm start loss 0.24: 25/25 steps, 91 s"
+    # sft_train's own progress, with output captured (not a terminal): the same plain lines
+    data = sorted(make_corpus(40, seed=1), key=lambda ex: len(str(ex)))[:4]
+    model = make_model(tok, seed=0, copy_heads=False, **SMALL)
+    sft_train(model, tok, data, epochs=20, lr=1e-2, batch_size=4, desc="warm start")
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[1].split(",")[0] for line in out] == [
+        f"{n}/20 steps" for n in range(2, 21, 2)
+    ]
+    assert all(line.startswith("warm start loss ") for line in out)
