@@ -21,11 +21,12 @@ def eval_specs(episodes: int, levels: list[int], seed0: int) -> list[EpisodeSpec
     ]
 
 
-def task_family(task_id: str) -> str:
+def task_family(task_id: str) -> str | None:
     """The task family in a task id ``<family>-L<level>-<hash>``; a library task's id wraps its
-    family's (``library-weather-L2-...`` -> ``weather``)."""
-    head = re.split(r"-L\d+-", task_id, maxsplit=1)[0]
-    return head.removeprefix("library-")
+    family's (``library-weather-L2-...`` -> ``weather``); None for an id of another shape (a
+    plugin family's own)."""
+    match = re.match(r"(.+?)-L\d+-", task_id)
+    return match.group(1).removeprefix("library-") if match else None
 
 
 def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
@@ -37,14 +38,14 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
     episodes come from several task families (the library, a staged curriculum's mix)
     ``success_by_family`` too."""
     by_level: dict[int, list[bool]] = defaultdict(list)
-    by_family: dict[str, list[bool]] = defaultdict(list)
+    by_family: dict[str | None, list[bool]] = defaultdict(list)
     for t in trajs:
         by_level[t.level].append(t.success)
         by_family[task_family(t.task_id)].append(t.success)
     n = max(len(trajs), 1)
     families = (
         {"success_by_family": {k: sum(v) / len(v) for k, v in sorted(by_family.items())}}
-        if len(by_family) > 1
+        if len(by_family) > 1 and None not in by_family
         else {}
     )
     return {

@@ -52,5 +52,9 @@ def test_one_family_summary_has_no_family_split():
     trajs = [_episode("weather-L1-00000001", 1, True), _episode("weather-L2-00000002", 2, False)]
     summary = summarize(trajs)
     assert "success_by_family" not in summary
+    # a plugin family's ids of its own shape (one per instance) are not families
+    assert task_family("ticket-8f2a") is None
+    assert "success_by_family" not in summarize([_episode("ticket-8f2a", 1, True),
+                                                 _episode("ticket-91c0", 1, False)])  # fmt: skip
     assert summary["success_by_level"] == {"1": 1.0, "2": 0.0}
     assert "by family" not in success_line(summary)
