@@ -70,10 +70,15 @@ def summarize(trajs: list[Trajectory]) -> dict[str, Any]:
 def success_line(summary: dict[str, Any]) -> str:
     """``success rate: 0.396  by level: {...}``, and ``by family: {...}`` where there is one."""
     line = f"success rate: {summary['success_rate']:.3f}  by level: {summary['success_by_level']}"
-    if "success_by_family" in summary:
-        families = {k: round(v, 3) for k, v in summary["success_by_family"].items()}
-        line += f"  by family: {families}"
-    return line
+    families = family_line(summary)
+    return f"{line}  {families}" if families else line
+
+
+def family_line(summary: dict[str, Any]) -> str:
+    """``by family: {'math': 0.462, ...}`` (rates to 3 places), or "" for one family."""
+    if "success_by_family" not in summary:
+        return ""
+    return f"by family: { {k: round(v, 3) for k, v in summary['success_by_family'].items()} }"
 
 
 def _decomposition(trajs: list[Trajectory]) -> dict[str, float]:

@@ -12,6 +12,7 @@ import torch
 from rich.console import Console
 
 from agentrl.config import Config
+from agentrl.eval.runner import family_line
 from agentrl.monitor.sinks import check_installed
 from agentrl.monitor.status import crash_record, write_status
 from agentrl.policy.loading import save_policy
@@ -186,8 +187,8 @@ def _evaluate(run: Run, generator, make_env, when: str, step: int,
     point = run.evaluate(generator, make_env, when, step, program)
     label = f"step {step}: held-out success" if when == "during" else f"success {when} RL:"
     run.console.print(f"{label} {point['success_rate']:.3f} {point['success_by_level']}")
-    if "success_by_family" in point:
-        run.console.print(f"  by family: {point['success_by_family']}")
+    if families := family_line(point):
+        run.console.print(f"  {families}")
     if "program" in point:
         p = point["program"]
         run.console.print(

@@ -5,7 +5,7 @@ printed line; a one-family run's summary stays as it was."""
 from __future__ import annotations
 
 import agentrl.envs as envs
-from agentrl.eval.runner import success_line, summarize, task_family
+from agentrl.eval.runner import family_line, success_line, summarize, task_family
 from agentrl.train.run import curve_point, eval_metrics
 from agentrl.types import RewardBreakdown, Trajectory
 
@@ -46,6 +46,7 @@ def test_library_summary_splits_success_by_family():
     assert point["success_by_family"] == by_family
     assert eval_metrics(point)["eval/success/weather"] == 0.0
     assert "by family: {" in success_line(summary) and "'weather': 0.0" in success_line(summary)
+    assert family_line({"success_by_family": {"math": 12 / 26}}) == "by family: {'math': 0.462}"
 
 
 def test_one_family_summary_has_no_family_split():
@@ -57,4 +58,4 @@ def test_one_family_summary_has_no_family_split():
     assert "success_by_family" not in summarize([_episode("ticket-8f2a", 1, True),
                                                  _episode("ticket-91c0", 1, False)])  # fmt: skip
     assert summary["success_by_level"] == {"1": 1.0, "2": 0.0}
-    assert "by family" not in success_line(summary)
+    assert "by family" not in success_line(summary) and family_line(summary) == ""
