@@ -89,14 +89,21 @@ class ToolTaskEnv:
         max_turns: int = 6,
         reward_weights: dict[str, float] | None = None,
         seed: int | None = None,
+        system_prompt: str | None = None,
     ) -> None:
+        """``system_prompt`` replaces the family's system message (None keeps the family's)."""
         if not isinstance(family, TaskFamily):
             raise TypeError(f"ToolTaskEnv needs a TaskFamily, got {type(family).__name__}")
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ValueError(f"max_turns must be a positive int, got {max_turns!r}")
         if not family.levels:
             raise ValueError(f"task family {family.name!r} has no levels")
+        if system_prompt is not None and (
+            not isinstance(system_prompt, str) or not system_prompt.strip()
+        ):
+            raise ValueError(f"system_prompt must be a non-empty string, got {system_prompt!r}")
         self.family = family
+        self.system_prompt = family.system_prompt if system_prompt is None else system_prompt
         self.max_turns = max_turns
         self.shaper = RewardShaper(reward_weights)
         self._seeds = random.Random(seed)
@@ -154,8 +161,8 @@ class ToolTaskEnv:
         self.concurrent_steps = any(self.guard.policy(t).mode == "worker" for t in registry)
         self.instance = instance
         self.messages = []
-        if self.family.system_prompt:
-            self.messages.append({"role": "system", "content": self.family.system_prompt})
+        if self.system_prompt:
+            self.messages.append({"role": "system", "content": self.system_prompt})
         self.messages.append({"role": "user", "content": instance.prompt})
         self.call_log, self.turn, self.done = [], 0, False
         self.termination, self.breakdown = None, None

@@ -1,8 +1,8 @@
 """Environments by id: ``register(id, factory, **defaults)``, ``make(id, **overrides)``.
 
 A factory is any callable returning an env, or a ``TaskFamily`` subclass: then ``make``
-passes the env keywords (``max_turns``, ``reward_weights``, ``seed``) to ``ToolTaskEnv`` and
-every other keyword to the family's constructor.
+passes the env keywords (``max_turns``, ``reward_weights``, ``seed``, ``system_prompt``) to
+``ToolTaskEnv`` and every other keyword to the family's constructor.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from agentrl.envs.core import ToolTaskEnv
 from agentrl.envs.task import TaskFamily
 
-ENV_KWARGS = ("max_turns", "reward_weights", "seed")
+ENV_KWARGS = ("max_turns", "reward_weights", "seed", "system_prompt")
 
 
 @dataclass(frozen=True)

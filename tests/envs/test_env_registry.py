@@ -73,6 +73,26 @@ def test_weather_is_registered():
     assert isinstance(env, ToolTaskEnv) and env.max_turns == 8 and env.family.fault_rate == 0.0
 
 
+def test_system_prompt_replaces_the_familys_in_episodes_and_warm_start_demos():
+    from agentrl.config import Config
+    from agentrl.train.build import collect_demos, env_factory
+
+    told = "You are a weather assistant. Give every city's temperature."
+    plain = envs.make("weather").reset(seed=5, options={"level": 3})[0]
+    assert plain[0] == {"role": "system", "content": envs.make("weather").family.system_prompt}
+    env = envs.make("weather", system_prompt=told, fault_rate=0.0)
+    messages = env.reset(seed=5, options={"level": 3})[0]
+    assert messages[0] == {"role": "system", "content": told}
+    assert messages[1] == plain[1]  # the same task, only the instructions differ
+    cfg = Config.model_validate({"task": {"env_kwargs": {"system_prompt": told}}})
+    demos = collect_demos(env_factory(cfg), 3, [1, 2, 3], seed0=0)
+    assert [d[0][0]["content"] for d in demos] == [told] * 3
+    assert demos[2][0][-1]["role"] == "assistant"  # the reference episode ran to its answer
+    for bad in ("", "   ", 7):
+        with pytest.raises(ValueError, match="system_prompt must be a non-empty string"):
+            envs.make("weather", system_prompt=bad)
+
+
 def test_register_family_class_with_defaults_and_overrides(clean_registry):
     envs.register("echo-test", EchoFamily, words=("kiwi",), max_turns=3)
     env = envs.make("echo-test")
