@@ -93,6 +93,45 @@ def test_level3_verifier():
     assert not FAMILY.check_answer(inst, "Oslo is the coldest: 11°C (Rome 2°C, Lima 19°C).")
 
 
+def test_evidence_first_answers_conclude_with_the_target():
+    two = instance(2, {"New York": -3, "Cape Town": 24}, "Cape Town")
+    three = instance(3, {"Oslo": 2, "Lima": 19, "Rome": 11}, "Oslo", sup="coldest")
+    good = [
+        (two, "New York -3°C, Cape Town 24°C: Cape Town is warmer."),
+        (two, "New York is -3°C and Cape Town 24°C (75°F), so Cape Town is warmer."),
+        (three, "Oslo 2°C, Lima 19°C, Rome 11°C: Oslo is the coldest."),
+    ]
+    bad = [
+        (two, "New York -3°C, Cape Town 24°C: New York is warmer."),  # the wrong conclusion
+        (two, "New York 24°C, Cape Town -3°C: Cape Town is warmer."),  # temperatures swapped
+        (two, "New York -3°C, Cape Town 24°C."),  # no conclusion after the numbers
+        (two, "New York -3°C: Cape Town is warmer."),  # one temperature missing
+        # the target listed first, concluding another city: the conclusion counts
+        (three, "Oslo 2°C, Lima 19°C, Rome 11°C: Lima is the coldest."),
+    ]
+    assert all(FAMILY.check_answer(inst, a) for inst, a in good)
+    assert not any(FAMILY.check_answer(inst, a) for inst, a in bad)
+
+
+@pytest.mark.parametrize("level", [2, 3])
+def test_evidence_style_reference_lists_then_concludes(level):
+    env = envs.make("weather", answer_style="evidence", fault_rate=0.3)
+    for seed in range(20):
+        messages, info = run_reference_episode(env, seed=seed, level=level)
+        answer, target = messages[-1]["content"], env.instance.data["target"]
+        assert info["success"], (seed, answer)
+        assert answer.endswith(
+            f": {target} is {'warmer' if level == 2 else 'the '}"
+            + ("" if level == 2 else env.instance.data["superlative"])
+            + "."
+        )
+        assert mentioned_numbers(answer) == [
+            env.instance.data["world"][c]["temperature_c"] for c in env.instance.data["cities"]
+        ]
+    with pytest.raises(ValueError, match="answer_style must be one of"):
+        WeatherFamily(answer_style="verbose")
+
+
 def test_helpers():
     assert mentioned_numbers("−5°C, 21.5 and 3") == [-5.0, 21.5, 3.0]
     assert first_mentioned("in rio de janeiro, unlike Paris", ["Paris", "Rio de Janeiro"]) == (

@@ -16,8 +16,15 @@ Level 1: the temperature appears and the only condition named is the right one. 
 temperature appears (so the answer rests on all the lookups: with only the target's
 temperature required, GRPO learned to look up one city of three, call it the warmest and be
 right a third of the time), and the first number is that city's own temperature (°C or °F),
-so "Lima is warmer: 12°C vs 20°C in Oslo" after Lima 20, Oslo 12 fails. Answers over 500
-characters fail.
+so "Lima is warmer: 12°C vs 20°C in Oslo" after Lima 20, Oslo 12 fails. An answer may also
+give the evidence first and conclude last ("Oslo 12°C, Lima 20°C: Lima is warmer."): when
+each asked city's first mention is followed by its own temperature, before any other city, and
+a city is named again after every number, that last city is the answer and must be the target
+(so a list in the asked order cannot pass on a wrong conclusion). Answers over 500 characters fail.
+
+``answer_style`` picks the reference solver's form (its demonstrations teach it): "claim"
+(the default: the city first) or "evidence" (the temperatures first, then the city: a small
+model compares numbers it has just written instead of naming a city before any number).
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ PROMPTS: dict[int, tuple[str, ...]] = {
         "Where is it {sup} today: {a}, {b} or {c}?",
     ),
 }
+ANSWER_STYLES = ("claim", "evidence")
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
 
 
@@ -88,6 +96,33 @@ def first_mentioned(text: str, names: list[str]) -> str | None:
     folded = text.casefold()
     found = [(m.start(), n) for n in names if (m := _word_re(n).search(folded))]
     return min(found)[1] if found else None
+
+
+def mentions(text: str, names: list[str]) -> list[tuple[int, str]]:
+    """Every whole-word mention of ``names`` in ``text`` as (position, name), in text order."""
+    folded = text.casefold()
+    return sorted((m.start(), n) for n in names for m in _word_re(n).finditer(folded))
+
+
+def evidence_conclusion(answer: str, temps: dict[str, int]) -> str | None:
+    """The city an evidence-first answer concludes with, or None if it has another shape.
+
+    The shape: each asked city's first mention is followed by its own temperature (°C or °F)
+    before any other city is named, and a city is named again after the last number.
+    """
+    named = mentions(answer, list(temps))
+    numbers = [(m.start(), float(m.group())) for m in _NUMBER_RE.finditer(answer.casefold())]
+    if not named or not numbers or named[-1][0] < numbers[-1][0]:
+        return None
+    for city in temps:
+        start = next((pos for pos, n in named if n == city), None)
+        if start is None:
+            return None
+        stop = min([pos for pos, _ in named if pos > start], default=len(answer))
+        own = [v for pos, v in numbers if start < pos < stop]
+        if not own or own[0] not in allowed_numbers([temps[city]]):
+            return None
+    return named[-1][1]
 
 
 def mentioned_conditions(text: str) -> set[str]:
@@ -110,13 +145,18 @@ class WeatherFamily(TaskFamily):
     levels = (1, 2, 3)
     system_prompt = SYSTEM_PROMPT
 
-    def __init__(self, fault_rate: float = 0.2, max_faults: int = 2) -> None:
+    def __init__(
+        self, fault_rate: float = 0.2, max_faults: int = 2, answer_style: str = "claim"
+    ) -> None:
+        if answer_style not in ANSWER_STYLES:
+            raise ValueError(f"answer_style must be one of {ANSWER_STYLES}, got {answer_style!r}")
         if not 0.0 <= fault_rate <= 1.0:
             raise ValueError(f"fault_rate must be in [0, 1], got {fault_rate!r}")
         if max_faults < 0:
             raise ValueError(f"max_faults must be >= 0, got {max_faults!r}")
         self.fault_rate = fault_rate
         self.max_faults = max_faults
+        self.answer_style = answer_style
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
         """A world, the asked cities (distinct temperatures) and a phrasing, all from ``rng``."""
@@ -205,12 +245,16 @@ class WeatherFamily(TaskFamily):
             condition = world[cities[0]]["condition"]
             return temps[0] in numbers and mentioned_conditions(answer) == {condition}
         target = instance.data["target"]
+        if not all(t in numbers for t in temps):
+            return False
+        concluded = evidence_conclusion(answer, dict(zip(cities, temps, strict=True)))
+        if concluded is not None:
+            return concluded == target
         if first_mentioned(answer, cities) != target:
             return False
         own = world[target]["temperature_c"]
-        if numbers[:1] and numbers[0] not in allowed_numbers([own]):
-            return False  # the named city paired with another city's temperature
-        return all(t in numbers for t in temps)
+        # the named city paired with another city's temperature fails
+        return not numbers[:1] or numbers[0] in allowed_numbers([own])
 
     def reference_answer(self, instance: TaskInstance, results: dict[int, Any]) -> str:
         """One sentence from the ``get_weather`` results (``results[i]`` for city ``i``)."""
@@ -219,6 +263,10 @@ class WeatherFamily(TaskFamily):
             r = rows[0]
             return f"It is {r['temperature_c']}°C and {r['condition']} in {r['city']}."
         sup = instance.data["superlative"]
+        if self.answer_style == "evidence":
+            listed = ", ".join(f"{r['city']} {r['temperature_c']}°C" for r in rows)
+            top = instance.data["target"]
+            return f"{listed}: {top} is {'warmer' if instance.level == 2 else 'the ' + sup}."
         rows.sort(key=lambda r: r["temperature_c"], reverse=sup != "coldest")
         top, rest = rows[0], rows[1:]
         if instance.level == 2:
