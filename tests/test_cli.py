@@ -150,12 +150,29 @@ def test_no_doc_offers_a_policy_option():
     assert eval_args == ["policy"]
 
 
+def _env_keywords() -> set[str]:
+    """What ``task.env_kwargs`` may hold: the env keywords and any built-in family's own."""
+    import inspect
+
+    from agentrl.envs import TaskFamily
+    from agentrl.envs.registry import ENV_KWARGS
+
+    families, todo = set(), [TaskFamily]
+    while todo:
+        todo += [c for c in todo.pop().__subclasses__() if c not in families]
+        families |= set(todo)
+    own = {p for f in families for p in inspect.signature(f.__init__).parameters}
+    return set(ENV_KWARGS) | own - {"self", "args", "kwargs"}
+
+
 def _is_field(key: str) -> bool:
-    model = Config
-    for part in key.split("."):
+    model, parts = Config, key.split(".")
+    for i, part in enumerate(parts):
         fields = getattr(model, "model_fields", {})
         if part not in fields:
             return False
+        if parts[: i + 1] == ["task", "env_kwargs"]:  # a dict: its keys go to make()
+            return len(parts) == i + 2 and parts[-1] in _env_keywords()
         model = fields[part].annotation
     return True
 
