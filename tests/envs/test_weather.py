@@ -100,6 +100,7 @@ def test_evidence_first_answers_conclude_with_the_target():
         (two, "New York -3°C, Cape Town 24°C: Cape Town is warmer."),
         (two, "New York is -3°C and Cape Town 24°C (75°F), so Cape Town is warmer."),
         (three, "Oslo 2°C, Lima 19°C, Rome 11°C: Oslo is the coldest."),
+        (two, "New York \u22123°C, Cape Town 24°C: Cape Town is warmer."),  # a Unicode minus
     ]
     bad = [
         (two, "New York -3°C, Cape Town 24°C: New York is warmer."),  # the wrong conclusion
@@ -108,6 +109,7 @@ def test_evidence_first_answers_conclude_with_the_target():
         (two, "New York -3°C: Cape Town is warmer."),  # one temperature missing
         # the target listed first, concluding another city: the conclusion counts
         (three, "Oslo 2°C, Lima 19°C, Rome 11°C: Lima is the coldest."),
+        (two, "New York \u22123°C, Cape Town 24°C: New York is warmer."),
     ]
     assert all(FAMILY.check_answer(inst, a) for inst, a in good)
     assert not any(FAMILY.check_answer(inst, a) for inst, a in bad)

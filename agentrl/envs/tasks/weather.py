@@ -18,9 +18,10 @@ temperature required, GRPO learned to look up one city of three, call it the war
 right a third of the time), and the first number is that city's own temperature (°C or °F),
 so "Lima is warmer: 12°C vs 20°C in Oslo" after Lima 20, Oslo 12 fails. An answer may also
 give the evidence first and conclude last ("Oslo 12°C, Lima 20°C: Lima is warmer."): when
-each asked city's first mention is followed by its own temperature, before any other city, and
-a city is named again after every number, that last city is the answer and must be the target
-(so a list in the asked order cannot pass on a wrong conclusion). Answers over 500 characters fail.
+each asked city's first mention is followed by its own temperature, before any other city,
+and a city is named again after every number, that last city is the answer and must be the
+target (so a list in the asked order cannot pass on a wrong conclusion). Answers over 500
+characters fail.
 
 ``answer_style`` picks the reference solver's form (its demonstrations teach it): "claim"
 (the default: the city first) or "evidence" (the temperatures first, then the city: a small
@@ -111,14 +112,15 @@ def evidence_conclusion(answer: str, temps: dict[str, int]) -> str | None:
     before any other city is named, and a city is named again after the last number.
     """
     named = mentions(answer, list(temps))
-    numbers = [(m.start(), float(m.group())) for m in _NUMBER_RE.finditer(answer.casefold())]
+    folded = answer.replace("\u2212", "-").casefold()  # the positions ``mentions`` uses
+    numbers = [(m.start(), float(m.group())) for m in _NUMBER_RE.finditer(folded)]
     if not named or not numbers or named[-1][0] < numbers[-1][0]:
         return None
     for city in temps:
         start = next((pos for pos, n in named if n == city), None)
         if start is None:
             return None
-        stop = min([pos for pos, _ in named if pos > start], default=len(answer))
+        stop = min([pos for pos, _ in named if pos > start], default=len(folded))
         own = [v for pos, v in numbers if start < pos < stop]
         if not own or own[0] not in allowed_numbers([temps[city]]):
             return None
