@@ -82,9 +82,14 @@ ANSWER_STYLES = ("claim", "evidence")
 _NUMBER_RE = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?")
 
 
+def numbers_at(text: str) -> list[tuple[int, float]]:
+    """(position, value) of each number in ``text`` in order (a Unicode minus is a sign)."""
+    return [(m.start(), float(m.group())) for m in _NUMBER_RE.finditer(text.replace("\u2212", "-"))]
+
+
 def mentioned_numbers(text: str) -> list[float]:
     """Numbers in ``text`` in order (a Unicode minus counts as a sign)."""
-    return [float(n) for n in _NUMBER_RE.findall(text.replace("\u2212", "-"))]
+    return [value for _, value in numbers_at(text)]
 
 
 def _word_re(phrase: str) -> re.Pattern[str]:
@@ -111,9 +116,8 @@ def evidence_conclusion(answer: str, temps: dict[str, int]) -> str | None:
     The shape: each asked city's first mention is followed by its own temperature (°C or °F)
     before any other city is named, and a city is named again after the last number.
     """
-    named = mentions(answer, list(temps))
-    folded = answer.replace("\u2212", "-").casefold()  # the positions ``mentions`` uses
-    numbers = [(m.start(), float(m.group())) for m in _NUMBER_RE.finditer(folded)]
+    folded = answer.casefold()  # ``mentions`` gives positions in the casefolded text
+    named, numbers = mentions(answer, list(temps)), numbers_at(folded)
     if not named or not numbers or named[-1][0] < numbers[-1][0]:
         return None
     for city in temps:
