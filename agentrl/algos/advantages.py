@@ -70,3 +70,25 @@ def reinforce_pp_advantages(
         return centred.to(torch.float32)
     std = v.std(unbiased=False)
     return (centred / (std + eps) * valid).to(torch.float32)
+
+
+def informative_episodes(
+    rewards: torch.Tensor,  # (N,) episode rewards, grouped
+    group_ids: torch.Tensor,  # (N,) integer group of each episode
+    valid: torch.Tensor,  # (N,) bool
+    tol: float = 1e-9,
+) -> torch.Tensor:  # (N,) bool: the episode's group has valid rewards that differ
+    """The members of groups whose valid rewards are not all equal.
+
+    A flat group (every valid member scored the same, or fewer than two valid members) has
+    advantage 0 for every member under the group-centred estimators, so its episodes add no
+    policy gradient, only the KL and entropy terms: skipping them (DAPO's dynamic sampling,
+    without the resampling) saves their forward and backward passes.
+    """
+    keep = torch.zeros(rewards.shape[0], dtype=torch.bool)
+    for g in torch.unique(group_ids):
+        members = group_ids == g  # (N,)
+        r = rewards[members & valid].to(torch.float64)
+        if r.numel() >= 2 and float(r.max() - r.min()) > tol:
+            keep |= members
+    return keep

@@ -10,6 +10,7 @@ import torch
 
 from agentrl.algos.advantages import (
     group_advantages,
+    informative_episodes,
     reinforce_pp_advantages,
     rloo_advantages,
 )
@@ -59,6 +60,23 @@ def group_keys(trajs: list[Trajectory]) -> torch.Tensor:  # (N,)
     keys: dict[tuple[int, int], int] = {}
     return torch.tensor([keys.setdefault((t.group_id, int(t.info.get("agent_index", 0))),
                                          len(keys)) for t in trajs], dtype=torch.long)  # fmt: skip
+
+
+def without_flat_groups(
+    trajs: list[Trajectory],
+    valid: torch.Tensor,  # (N,) bool
+    rewards: torch.Tensor,  # (N,) the rewards the advantages are computed from
+) -> tuple[list[Trajectory], torch.Tensor, torch.Tensor, dict[str, float]]:
+    """``trajs``, ``valid`` and ``rewards`` restricted to the groups whose rewards differ
+    (``informative_episodes``), and what was left out: ``update/flat_groups`` (groups
+    dropped), ``update/trained_fraction`` (share of the trajectories kept)."""
+    groups = group_keys(trajs)  # (N,)
+    keep = informative_episodes(rewards, groups, valid)  # (N,)
+    kept = [t for t, k in zip(trajs, keep.tolist(), strict=True) if k]
+    dropped = len(torch.unique(groups[~keep])) if (~keep).any() else 0
+    stats = {"update/flat_groups": float(dropped),
+             "update/trained_fraction": len(kept) / max(len(trajs), 1)}  # fmt: skip
+    return kept, valid[keep], rewards[keep], stats
 
 
 def grpo_micro_loss(

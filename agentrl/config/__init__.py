@@ -299,6 +299,16 @@ class Config(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_flat_groups(self) -> Config:
+        if self.algo.grpo.skip_flat_groups and self.rollout.mode == "hierarchical":
+            raise ValueError(
+                "algo.grpo.skip_flat_groups judges groups by the episode reward, but "
+                "rollout.mode=hierarchical gives the manager its own advantages: set "
+                "skip_flat_groups=false or another rollout.mode"
+            )
+        return self
+
 
 class ConfigError(ValueError):
     """A config file or override that does not fit the schema; the message names the field."""

@@ -21,6 +21,13 @@ class GRPOConfig(Section):
     scale_rewards: bool = Field(
         True, description="Divide group advantages by the group std; False = Dr.GRPO."
     )
+    skip_flat_groups: bool = Field(
+        False,
+        description="Leave out of the update every group whose rewards are all equal (all "
+        "solved, all failed: advantage 0 for each member, so no policy gradient, only the KL "
+        "term): the update runs on the groups that carry signal. Tree-search siblings "
+        "(rollout.search_k) are groups too. Needs algo.kl.mode=loss.",
+    )
 
 
 class DPOConfig(Section):
@@ -191,6 +198,16 @@ class AlgoConfig(Section):
         if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
             return v
         raise ValueError("must be 'auto' or an integer >= 0 (0 = no limit)")
+
+    @model_validator(mode="after")
+    def _check_flat_groups(self) -> AlgoConfig:
+        if self.grpo.skip_flat_groups and (self.name != "grpo" or self.kl.mode != "loss"):
+            raise ValueError(
+                "algo.grpo.skip_flat_groups drops groups whose advantages are all 0: it needs "
+                f"algo.name=grpo (got {self.name!r}) and algo.kl.mode=loss (got "
+                f"{self.kl.mode!r}; with the KL in the reward a flat group still has advantages)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_truncation(self) -> AlgoConfig:

@@ -19,7 +19,7 @@ from agentrl.algos import schedules
 from agentrl.algos.batch import TRUNCATED, Batch, episode_validity
 from agentrl.algos.dpo import dpo_update, preference_pairs
 from agentrl.algos.forward import reference_logprobs
-from agentrl.algos.grpo import compute_advantages, grpo_update
+from agentrl.algos.grpo import compute_advantages, grpo_update, without_flat_groups
 from agentrl.algos.hierarchical import hierarchical_signals, row_roles
 from agentrl.algos.kl import KLController
 from agentrl.algos.offpolicy import correct_stale_batch
@@ -144,14 +144,21 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
         trajs, rollout_s, search = played.trajs, played.wait_s, async_metrics(step, played)
     played_n = len(trajs)  # then the groups replayed for human feedback (agentrl.train.extras)
     trajs, judged = after_rollout(state, step, trajs)
-    valid = episode_validity(trajs, resolve_truncation(cfg))  # (N,)
+    played_valid = valid = episode_validity(trajs, resolve_truncation(cfg))  # (N,)
     raw = torch.tensor([t.reward.total for t in trajs], dtype=torch.float32)  # (N,)
     rewards = state.normalizer(raw, valid)  # (N,)
+    stale = played is not None or len(trajs) > played_n  # proximal ratio, IS weights
+    played_trajs, flat = trajs, {}
+    if cfg.algo.grpo.skip_flat_groups:  # from here on, only the groups with a signal
+        trajs, valid, rewards, flat = without_flat_groups(trajs, valid, rewards)
+    if not trajs:
+        return skipped_step(step, state, played_trajs[:played_n], played_valid, s,
+                            search | judged | flat, rollout_s, t0)  # fmt: skip
     batch, owner = segment_batch(trajs, valid, pad_id)  # a row per context: R >= N rows
     extra_rollout: dict[str, float] = {}
     own = logprobs_for(rl.policy, trajs, per_role(cfg), s.temperature)  # batch -> (R, T-1)
     with autocast(_device(rl.policy), amp):
-        if played is not None or len(trajs) > played_n:  # stale: proximal ratio, IS weights
+        if stale:
             batch, extra_rollout = correct_stale_batch(batch, own(batch), ro.is_cap)
         elif not getattr(generator, "decodes_own_weights", True) or ro.constrained != "off":
             batch, extra_rollout = with_policy_logprobs(rl.policy, batch, s.temperature, own)
@@ -162,10 +169,12 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
                                  kl_per_episode, state.rng, amp, owner, step=step)  # fmt: skip
     stepped = stats.pop("stepped")
     state.kl.update(float(kl_per_episode[valid].mean()) if valid.any() else 0.0, len(trajs))
-    episodes = episodes_only(trajs[:played_n])  # search siblings, replays: trained, not counted
-    m = step_metrics(step, episodes, valid[: len(episodes)], stats, rollout_s, time.time() - t0)
+    episodes = episodes_only(played_trajs[:played_n])  # siblings, replays: trained, not counted
+    m = step_metrics(step, episodes, played_valid[: len(episodes)], stats, rollout_s,
+                     time.time() - t0)  # fmt: skip
     m.update(search)
     m.update(judged)
+    m.update(flat)
     m.update(extra)
     m.update(extra_rollout)
     m.update({f"train/{k}": v for k, v in vars(s).items()})
@@ -173,6 +182,21 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     events = state.sampler.update(episodes)
     m.update(state.sampler.metrics())
     return StepResult(m, episodes, stepped, events)
+
+
+def skipped_step(step: int, state: LoopState, played: list[Trajectory],
+                 valid: torch.Tensor, s: StepSettings, extra: dict[str, float],
+                 rollout_s: float, t0: float) -> StepResult:  # fmt: skip
+    """A step whose every group was flat (``algo.grpo.skip_flat_groups``): no update, the
+    step's metrics and the sampler's move all the same."""
+    episodes = episodes_only(played)
+    m = step_metrics(step, episodes, valid[: len(episodes)], {"updates": 0.0, "skipped": 0.0},
+                     rollout_s, time.time() - t0)  # fmt: skip
+    m.update(extra)
+    m.update({f"train/{k}": v for k, v in vars(s).items()})
+    events = state.sampler.update(episodes)
+    m.update(state.sampler.metrics())
+    return StepResult(m, episodes, [], events)
 
 
 def draw_for(cfg: Config, state: LoopState) -> Draw:
