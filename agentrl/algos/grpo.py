@@ -89,6 +89,7 @@ def grpo_micro_loss(
     entropy_coef: float = 0.0,
     kl_kind: str = "k3",
     moe_aux_coef: float = 0.0,
+    kl_max: float | None = None,
 ) -> MicroLoss:
     """The GRPO loss of one micro-batch: clipped surrogate + KL - entropy bonus, weighted;
     for a Mixture-of-Experts model + ``moe_aux_coef`` x router load balancing (``algos.moe``)."""
@@ -101,7 +102,7 @@ def grpo_micro_loss(
             )  # (b, t-1) each
         loss, stats = grpo_loss(
             logp, mb.old_logp, mb.ref_logp, sig.advantages, mb.mask, clip_eps, kl_coef,
-            loss_agg, kl_kind, mb.is_weight,
+            loss_agg, kl_kind, mb.is_weight, kl_max,
         )  # fmt: skip
         entropy = masked_mean(ent, mb.mask, loss_agg)
         if entropy_coef > 0:
@@ -133,11 +134,12 @@ def grpo_update(
     amp_dtype: torch.dtype | None = None,
     kl_kind: str = "k3",
     moe_aux_coef: float = 0.0,
+    kl_max: float | None = None,
 ) -> dict[str, Any]:
     """Epochs x minibatches GRPO optimizer steps on one rollout batch (``run_updates``)."""
     loss = grpo_micro_loss(
         model, clip_eps=clip_eps, kl_coef=kl_coef, loss_agg=loss_agg, temperature=temperature,
-        entropy_coef=entropy_coef, kl_kind=kl_kind, moe_aux_coef=moe_aux_coef,
+        entropy_coef=entropy_coef, kl_kind=kl_kind, moe_aux_coef=moe_aux_coef, kl_max=kl_max,
     )  # fmt: skip
     return run_updates(
         model, optimizer, batch, Signals(advantages), loss, epochs=epochs,

@@ -22,16 +22,26 @@ import torch
 ESTIMATORS = ("k1", "k2", "k3")
 
 
-def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:
-    """Per-token KL(pi || ref) estimate, (B, T) from (B, T) log-probs of the sampled tokens."""
+def kl_estimate(
+    logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3", max_abs: float | None = None
+) -> torch.Tensor:
+    """Per-token KL(pi || ref) estimate, (B, T) from (B, T) log-probs of the sampled tokens.
+
+    ``max_abs`` clamps each token's estimate to [-max_abs, max_abs] (no gradient past it): k3
+    grows as exp(ref - logp), so one token the policy has made rare can outweigh the rest.
+    """
     r = ref_logp - logp  # (B, T)
     if kind == "k1":
-        return -r
-    if kind == "k2":
-        return 0.5 * r**2
-    if kind == "k3":
-        return torch.exp(r) - r - 1.0
-    raise ValueError(f"config field 'algo.kl.estimator' must be one of {ESTIMATORS}, got {kind!r}")
+        est = -r
+    elif kind == "k2":
+        est = 0.5 * r**2
+    elif kind == "k3":
+        est = torch.exp(r) - r - 1.0
+    else:
+        raise ValueError(
+            f"config field 'algo.kl.estimator' must be one of {ESTIMATORS}, got {kind!r}"
+        )
+    return est if max_abs is None else est.clamp(-max_abs, max_abs)
 
 
 def decayed_coef(init: float, step: int, rate: float = 0.05, every: int = 1000) -> float:

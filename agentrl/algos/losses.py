@@ -72,6 +72,7 @@ def grpo_loss(
     agg: str = "token_mean",
     kl_kind: str = "k3",
     is_weight: torch.Tensor | None = None,  # (B, T) or None
+    kl_max: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """GRPO objective: clipped surrogate + kl_coef * KL to the reference, over policy tokens.
 
@@ -79,11 +80,12 @@ def grpo_loss(
     ``is_weight`` weighs each token's surrogate and its KL estimate (stale samples): the
     estimators assume tokens sampled from the policy, and a token the policy has since made
     rare gives k3 = exp(ref - logp) - ... in the thousands; weighted, it counts as rarely as
-    the policy now samples it.
+    the policy now samples it. ``kl_max`` clamps each token's estimate (``kl_estimate``).
     """
     pg_loss, stats = clipped_policy_loss(logp, old_logp, advantages, mask, clip_eps, agg, is_weight)
     if ref_logp is not None and kl_coef > 0:
-        kl = masked_mean(weighted(kl_estimate(logp, ref_logp, kl_kind), is_weight), mask, agg)
+        kl_tok = kl_estimate(logp, ref_logp, kl_kind, kl_max)  # (B, T)
+        kl = masked_mean(weighted(kl_tok, is_weight), mask, agg)
     else:
         kl = torch.zeros((), dtype=logp.dtype)
     loss = pg_loss + kl_coef * kl

@@ -197,6 +197,7 @@ def ppo_update(
     token_budget: int = 0,
     amp_dtype: torch.dtype | None = None,
     moe_aux_coef: float = 0.0,
+    kl_max: float | None = None,
 ) -> dict[str, Any]:
     """Epochs x minibatches PPO updates of policy and critic on one prepared batch.
 
@@ -208,7 +209,7 @@ def ppo_update(
     loss = ppo_micro_loss(
         model, critic, clip_eps=clip_eps, value_clip=value_clip, vf_coef=vf_coef,
         kl_coef=kl_coef if kl_in_loss else 0.0, kl_kind=kl_kind, entropy_coef=entropy_coef,
-        loss_agg=loss_agg, temperature=temperature, moe_aux_coef=moe_aux_coef,
+        loss_agg=loss_agg, temperature=temperature, moe_aux_coef=moe_aux_coef, kl_max=kl_max,
     )  # fmt: skip
 
     def stop(sums: dict[str, float]) -> bool:  # PPO always reports policy/early_stop
@@ -224,7 +225,7 @@ def ppo_update(
 
 def ppo_micro_loss(
     model, critic: Critic, *, clip_eps, value_clip, vf_coef, kl_coef, kl_kind, entropy_coef,
-    loss_agg, temperature, moe_aux_coef=0.0,
+    loss_agg, temperature, moe_aux_coef=0.0, kl_max=None,
 ) -> MicroLoss:  # fmt: skip
     """The PPO loss of one micro-batch (policy and value parts weighted by their shares)."""
     routers = router_capture(model)  # None for a dense model
@@ -248,7 +249,8 @@ def ppo_micro_loss(
         entropy = masked_mean(ent, mb.mask, loss_agg)
         kl = torch.zeros((), dtype=logp.dtype)
         if kl_coef > 0 and mb.ref_logp is not None:
-            kl_tok = weighted(kl_estimate(logp, mb.ref_logp, kl_kind), mb.is_weight)  # (b, t-1)
+            kl_tok = kl_estimate(logp, mb.ref_logp, kl_kind, kl_max)  # (b, t-1)
+            kl_tok = weighted(kl_tok, mb.is_weight)
             kl = masked_mean(kl_tok, mb.mask, loss_agg)
         policy_part = pg - entropy_coef * entropy + kl_coef * kl
         policy_part, moe_stats = add_aux_loss(routers, mb, policy_part, moe_aux_coef)

@@ -278,6 +278,7 @@ def update_policy(
         max_grad_norm=a.max_grad_norm, temperature=s.temperature, rng=rng,
         entropy_coef=s.entropy_coef, grad_accum=a.grad_accum, token_budget=a.micro_batch_tokens,
         amp_dtype=amp_dtype, kl_kind=a.kl.estimator, moe_aux_coef=a.moe_aux_coef,
+        kl_max=a.kl.max_per_token,
     )  # fmt: skip
     truncation = resolve_truncation(cfg)
     if a.name == "ppo":
