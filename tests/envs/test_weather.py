@@ -85,7 +85,10 @@ def test_level2_verifier():
 def test_level3_verifier():
     inst = instance(3, {"Oslo": 2, "Lima": 19, "Rome": 11}, "Oslo", sup="coldest")
     assert FAMILY.check_answer(inst, "Oslo is the coldest: 2°C (Rome 11°C, Lima 19°C).")
-    assert FAMILY.check_answer(inst, "Oslo, at 2°C; Lima 19°C, Rome 11°C.")
+    assert FAMILY.check_answer(inst, "Oslo is coldest, at 2°C; Lima 19°C, Rome 11°C.")
+    # no comparison made: the terse form reads like a list in the asked order, which named the
+    # target first by chance (accepted until 2026-12-06)
+    assert not FAMILY.check_answer(inst, "Oslo, at 2°C; Lima 19°C, Rome 11°C.")
     # a guess after one lookup: the target and its temperature, the others never looked up
     assert not FAMILY.check_answer(inst, "Oslo is the coldest: 2°C.")
     assert not FAMILY.check_answer(inst, "Lima is the warmest; Oslo is coldest at 2°C.")
@@ -113,6 +116,27 @@ def test_evidence_first_answers_conclude_with_the_target():
     ]
     assert all(FAMILY.check_answer(inst, a) for inst, a in good)
     assert not any(FAMILY.check_answer(inst, a) for inst, a in bad)
+
+
+def test_a_list_of_temperatures_without_a_comparison_claims_nothing():
+    """The answers an RL policy wrote after tree-search training (2026-12-06): every city with
+    its temperature in the asked order and no comparison; they passed whenever the target was
+    asked first."""
+    two = instance(2, {"Prague": 24, "Dublin": 4}, "Prague")
+    three = instance(3, {"Cape Town": 10, "Helsinki": -2, "Chicago": 2}, "Cape Town")
+    bad = [
+        (three, "Cape Town: 10°C, Helsinki: -2°C, Chicago: 2°C: sunny"),
+        (three, "Cape Town: 10°C, sunny. Helsinki: -2°C, sunny. Chicago: 2°C, windy."),
+        (two, "Prague: 24°C, rainy. Dublin: 4°C, rainy."),
+    ]
+    good = [  # the same facts with the claim made, first or last
+        (three, "Cape Town is the warmest: 10°C (Helsinki -2°C, Chicago 2°C)."),
+        (three, "Cape Town 10°C, Helsinki -2°C, Chicago 2°C: Cape Town is the warmest."),
+        (two, "Prague is warmer: 24°C vs 4°C in Dublin."),
+        (three, "Cape Town has the highest temperature: 10°C, Helsinki -2°C, Chicago 2°C."),
+    ]
+    assert not any(FAMILY.check_answer(inst, a) for inst, a in bad)
+    assert all(FAMILY.check_answer(inst, a) for inst, a in good)
 
 
 @pytest.mark.parametrize("level", [2, 3])

@@ -20,7 +20,10 @@ so "Lima is warmer: 12°C vs 20°C in Oslo" after Lima 20, Oslo 12 fails. An ans
 give the evidence first and conclude last ("Oslo 12°C, Lima 20°C: Lima is warmer."): when
 each asked city's first mention is followed by its own temperature, before any other city,
 and a city is named again after every number, that last city is the answer and must be the
-target (so a list in the asked order cannot pass on a wrong conclusion). Answers over 500
+target (so a list in the asked order cannot pass on a wrong conclusion). Otherwise the answer
+must make a comparison (warmer, warmest, colder, coldest, hotter, higher, ...): a bare list of
+the temperatures in the asked order claims nothing, yet named the target first a third of the
+time at level 3 (and half at level 2) and passed, until 2026-12-06. Answers over 500
 characters fail.
 
 ``answer_style`` picks the reference solver's form (its demonstrations teach it): "claim"
@@ -90,6 +93,14 @@ def numbers_at(text: str) -> list[tuple[int, float]]:
 def mentioned_numbers(text: str) -> list[float]:
     """Numbers in ``text`` in order (a Unicode minus counts as a sign)."""
     return [value for _, value in numbers_at(text)]
+
+
+_CLAIM_RE = re.compile(r"(?<!\w)(?:warm|hott?|cold|cool|high|low)(?:er|est)(?!\w)", re.I)
+
+
+def makes_a_claim(answer: str) -> bool:
+    """Whether ``answer`` compares (warmer, warmest, coldest, hotter, lower, ...)."""
+    return _CLAIM_RE.search(answer) is not None
 
 
 def _word_re(phrase: str) -> re.Pattern[str]:
@@ -256,7 +267,7 @@ class WeatherFamily(TaskFamily):
         concluded = evidence_conclusion(answer, dict(zip(cities, temps, strict=True)))
         if concluded is not None:
             return concluded == target
-        if first_mentioned(answer, cities) != target:
+        if not makes_a_claim(answer) or first_mentioned(answer, cities) != target:
             return False
         own = world[target]["temperature_c"]
         # the named city paired with another city's temperature fails
