@@ -73,7 +73,7 @@ def without_flat_groups(
     groups = group_keys(trajs)  # (N,)
     keep = informative_episodes(rewards, groups, valid)  # (N,)
     kept = [t for t, k in zip(trajs, keep.tolist(), strict=True) if k]
-    dropped = len(torch.unique(groups[~keep])) if (~keep).any() else 0
+    dropped = len(torch.unique(groups[~keep]))  # 0 for an empty selection
     stats = {"update/flat_groups": float(dropped),
              "update/trained_fraction": len(kept) / max(len(trajs), 1)}  # fmt: skip
     return kept, valid[keep], rewards[keep], stats

@@ -151,9 +151,10 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
     played_trajs, flat = trajs, {}
     if cfg.algo.grpo.skip_flat_groups:  # from here on, only the groups with a signal
         trajs, valid, rewards, flat = without_flat_groups(trajs, valid, rewards)
-    if not trajs:
-        return skipped_step(step, state, played_trajs[:played_n], played_valid, s,
-                            search | judged | flat, rollout_s, t0)  # fmt: skip
+    if not trajs:  # every group flat: no update, the step is still recorded
+        return record_step(step, state, played_trajs[:played_n], played_valid, s, [],
+                           {"updates": 0.0, "skipped": 0.0}, search | judged | flat,
+                           rollout_s, t0)  # fmt: skip
     batch, owner = segment_batch(trajs, valid, pad_id)  # a row per context: R >= N rows
     extra_rollout: dict[str, float] = {}
     own = logprobs_for(rl.policy, trajs, per_role(cfg), s.temperature)  # batch -> (R, T-1)
@@ -169,34 +170,25 @@ def rl_step(cfg: Config, step: int, rl: RLModels, optimizer, state: LoopState, g
                                  kl_per_episode, state.rng, amp, owner, step=step)  # fmt: skip
     stepped = stats.pop("stepped")
     state.kl.update(float(kl_per_episode[valid].mean()) if valid.any() else 0.0, len(trajs))
-    episodes = episodes_only(played_trajs[:played_n])  # siblings, replays: trained, not counted
-    m = step_metrics(step, episodes, played_valid[: len(episodes)], stats, rollout_s,
-                     time.time() - t0)  # fmt: skip
-    m.update(search)
-    m.update(judged)
-    m.update(flat)
-    m.update(extra)
-    m.update(extra_rollout)
+    extras = search | judged | flat | extra | extra_rollout
+    extras["rollout/kl_per_episode"] = float(kl_per_episode.mean())
+    return record_step(step, state, played_trajs[:played_n], played_valid, s, stepped, stats,
+                       extras, rollout_s, t0)  # fmt: skip
+
+
+def record_step(step: int, state: LoopState, played: list[Trajectory], valid: torch.Tensor,
+                s: StepSettings, stepped: list[bool], stats: dict[str, Any],
+                extras: dict[str, float], rollout_s: float, t0: float) -> StepResult:  # fmt: skip
+    """The step's result: metrics of the episodes played (search siblings and feedback
+    replays are trained, not counted), the update's ``stats``, ``extras`` and the scheduled
+    settings; then the sampler (curriculum) moves on those episodes."""
+    episodes = episodes_only(played)
+    m = step_metrics(step, episodes, valid[: len(episodes)], stats, rollout_s, time.time() - t0)
+    m.update(extras)
     m.update({f"train/{k}": v for k, v in vars(s).items()})
-    m["rollout/kl_per_episode"] = float(kl_per_episode.mean())
     events = state.sampler.update(episodes)
     m.update(state.sampler.metrics())
     return StepResult(m, episodes, stepped, events)
-
-
-def skipped_step(step: int, state: LoopState, played: list[Trajectory],
-                 valid: torch.Tensor, s: StepSettings, extra: dict[str, float],
-                 rollout_s: float, t0: float) -> StepResult:  # fmt: skip
-    """A step whose every group was flat (``algo.grpo.skip_flat_groups``): no update, the
-    step's metrics and the sampler's move all the same."""
-    episodes = episodes_only(played)
-    m = step_metrics(step, episodes, valid[: len(episodes)], {"updates": 0.0, "skipped": 0.0},
-                     rollout_s, time.time() - t0)  # fmt: skip
-    m.update(extra)
-    m.update({f"train/{k}": v for k, v in vars(s).items()})
-    events = state.sampler.update(episodes)
-    m.update(state.sampler.metrics())
-    return StepResult(m, episodes, [], events)
 
 
 def draw_for(cfg: Config, state: LoopState) -> Draw:
