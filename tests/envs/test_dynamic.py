@@ -79,3 +79,21 @@ def test_verifier_on_scripted_answers():
     assert not fam.check_answer(inst, f"{worst}: {lo}, {best}: {hi}")
     assert not fam.check_answer(inst, f"{best}: {hi}")
     assert all(ALL_SPECS[n]["split"] == "train" for n in inst.data["offered"])
+
+
+def test_a_call_naming_the_latest_year_reads_the_default_record():
+    """No year means the latest: the record says 2024 and holds 2024's value, not another."""
+    env = envs.make("dynamic")
+    env.reset(seed=3, options={"level": 1})
+    spec = ALL_SPECS[env.instance.data["spec"]]
+    entity = env.instance.data["entities"][0]
+    tool = {t.name: t for t in env.family.tools(env.instance)}[spec["name"]]
+    id_arg = f"{spec['kind']}_id"
+    default = tool.fn(**{id_arg: entity})
+    latest = tool.fn(**{id_arg: entity, "year": 2024})
+    earlier = tool.fn(**{id_arg: entity, "year": 2020})
+    assert default == latest and default["year"] == 2024
+    assert earlier[spec["quantity"]] != default[spec["quantity"]]
+    answer = f"It is {latest[spec['quantity']]} {spec['unit']}."
+    assert env.family.check_answer(env.instance, answer)
+    assert not env.family.check_answer(env.instance, f"It is {earlier[spec['quantity']]}.")

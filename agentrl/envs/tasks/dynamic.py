@@ -59,8 +59,9 @@ ALL_SPECS = {s["name"]: s for s in (tool_spec(k, q) for k in KINDS for q in QUAN
 
 
 def value_of(spec: dict, entity: str, year: int | None) -> int:
-    """The table value of ``spec`` for ``entity`` (and ``year``): deterministic, no storage."""
-    return random.Random(f"{spec['name']}|{entity}|{year}").randint(1, 9999)
+    """The table value of ``spec`` for ``entity`` in ``year`` (None: the latest, so a call
+    without a year and one naming the latest year read the same record); deterministic."""
+    return random.Random(f"{spec['name']}|{entity}|{year or YEARS[-1]}").randint(1, 9999)
 
 
 def make_tool(spec: dict) -> Tool:
@@ -237,7 +238,7 @@ class DynamicEnv(ShapedTaskEnv):
     ) -> tuple[list, dict[str, Any]]:
         """Draw the instance first, then expose its tools (see ``ToolTaskEnv.reset``)."""
         seed, instance = self.draw_instance(seed, options)
-        self.tool_schemas = ToolRegistry(self.family.tools(instance)).schemas()
+        self.family_schemas = ToolRegistry(self.family.tools(instance)).schemas()
         return super().reset(seed=seed, options={"instance": instance})
 
 
