@@ -63,6 +63,13 @@ def result_status(result: ToolResult) -> tuple[bool, str | None]:
     return True, None
 
 
+def seeded_order(items: list[Any], seed: int) -> list[Any]:
+    """``items`` permuted by ``seed`` alone: the same episode seed, the same order."""
+    out = list(items)
+    random.Random(f"tool-order|{seed}").shuffle(out)
+    return out
+
+
 def assistant_message(parsed: ParsedAction, raw_text: str) -> Message:
     """The assistant message stored in history: raw text if anything failed to parse."""
     if parsed.errors:
@@ -90,8 +97,11 @@ class ToolTaskEnv:
         reward_weights: dict[str, float] | None = None,
         seed: int | None = None,
         system_prompt: str | None = None,
+        shuffle_tools: bool = False,
     ) -> None:
-        """``system_prompt`` replaces the family's system message (None keeps the family's)."""
+        """``system_prompt`` replaces the family's system message (None keeps the family's);
+        ``shuffle_tools`` offers the tool schemas in an order drawn from each episode's seed,
+        so that a policy cannot learn the list's order in place of the request."""
         if not isinstance(family, TaskFamily):
             raise TypeError(f"ToolTaskEnv needs a TaskFamily, got {type(family).__name__}")
         if not isinstance(max_turns, int) or max_turns < 1:
@@ -109,7 +119,10 @@ class ToolTaskEnv:
         self._seeds = random.Random(seed)
         probe = family.sample(random.Random(0), family.levels[0])
         registry = ToolRegistry(family.tools(probe))
-        self.tool_schemas: list[dict[str, Any]] = registry.schemas()
+        #: the family's schemas in their own order; ``tool_schemas`` is this episode's order
+        self.family_schemas: list[dict[str, Any]] = registry.schemas()
+        self.tool_schemas: list[dict[str, Any]] = self.family_schemas
+        self.shuffle_tools = bool(shuffle_tools)
         self.guard = ToolGuard(registry)
         self.concurrent_steps = False
         self.messages: list[Message] = []
@@ -154,8 +167,11 @@ class ToolTaskEnv:
         seed, instance = self.draw_instance(seed, options)
         self.episode_recipe = (seed, copy.deepcopy(instance), [])
         registry = ToolRegistry(self.family.tools(instance))
-        if registry.schemas() != self.tool_schemas:
+        if registry.schemas() != self.family_schemas:
             raise ValueError(f"{self.family.name!r}: tools() must give the same schemas always")
+        self.tool_schemas = (
+            seeded_order(self.family_schemas, seed) if self.shuffle_tools else self.family_schemas
+        )
         self.guard.registry = registry
         #: the rollout may step this env in a thread alongside others (worker-mode tools only)
         self.concurrent_steps = any(self.guard.policy(t).mode == "worker" for t in registry)

@@ -1,7 +1,8 @@
 """Environments by id: ``register(id, factory, **defaults)``, ``make(id, **overrides)``.
 
 A factory is any callable returning an env, or a ``TaskFamily`` subclass: then ``make``
-passes the env keywords (``max_turns``, ``reward_weights``, ``seed``, ``system_prompt``) to
+passes the env keywords (``max_turns``, ``reward_weights``, ``seed``, ``system_prompt``,
+``shuffle_tools``) to
 ``ToolTaskEnv`` and every other keyword to the family's constructor.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 from agentrl.envs.core import ToolTaskEnv
 from agentrl.envs.task import TaskFamily
 
-ENV_KWARGS = ("max_turns", "reward_weights", "seed", "system_prompt")
+ENV_KWARGS = ("max_turns", "reward_weights", "seed", "system_prompt", "shuffle_tools")
 
 
 @dataclass(frozen=True)

@@ -32,3 +32,54 @@ def test_library_without_math_says_so(monkeypatch):
         names = [f.name for f in default_families()]
     assert "math" not in names and len(names) == 3
     assert any("library tasks without math" in str(w.message) for w in caught)
+
+
+def _names(schemas):
+    return [s["function"]["name"] for s in schemas]
+
+
+def test_shuffle_tools_orders_the_list_by_episode_seed():
+    plain, shuffled = envs.make("library"), envs.make("library", shuffle_tools=True)
+    orders = set()
+    for seed in range(6):
+        plain.reset(seed=seed, options={"level": 2})
+        shuffled.reset(seed=seed, options={"level": 2})
+        assert sorted(_names(shuffled.tool_schemas)) == sorted(_names(plain.tool_schemas))
+        orders.add(tuple(_names(shuffled.tool_schemas)))
+        again = envs.make("library", shuffle_tools=True)
+        again.reset(seed=seed, options={"level": 2})
+        assert again.tool_schemas == shuffled.tool_schemas  # the seed alone sets the order
+    assert len(orders) == 6 and tuple(_names(plain.tool_schemas)) not in orders
+    snap = shuffled.snapshot()
+    branch = envs.make("library", shuffle_tools=True)
+    branch.restore(snap)
+    assert branch.tool_schemas == shuffled.tool_schemas
+    report = check_env(envs.make("library", shuffle_tools=True), seeds=range(4))
+    assert report["success_rate"] == 1.0
+
+
+def test_the_rollout_renders_each_episode_s_own_tool_order(tiny_policy):
+    from agentrl.chat.render import stop_token_ids, tokenize
+    from agentrl.policy.generate import Sample
+    from agentrl.rollout import EpisodeSpec, run_episodes
+
+    _, tok = tiny_policy
+    stop = stop_token_ids(tok)[0]
+    seen: list[str] = []
+
+    class Answerer:
+        tokenizer = tok
+
+        def generate(self, prompts, *, max_new_tokens, **kwargs):
+            seen.extend(tok.decode(p) for p in prompts)
+            ids = tokenize(tok, "I cannot tell.") + [stop]
+            return [Sample(ids, [-0.5] * len(ids), True) for _ in prompts]
+
+    make_env = lambda: envs.make("library", shuffle_tools=True)  # noqa: E731
+    specs = [EpisodeSpec(seed=s, level=1) for s in (1, 2)]
+    run_episodes(Answerer(), make_env, specs, max_total_tokens=4096)
+    for spec, prompt in zip(specs, seen, strict=True):
+        env = make_env()
+        env.reset(seed=spec.seed, options={"level": 1})
+        where = [prompt.index(f'"name": "{n}"') for n in _names(env.tool_schemas)]
+        assert where == sorted(where)  # the prompt lists the tools in the episode's order
