@@ -75,8 +75,12 @@ def test_verifier_on_scripted_answers():
     a, b = inst.data["entities"]
     best, worst = (a, b) if values[0] > values[1] else (b, a)
     hi, lo = max(values), min(values)
-    assert fam.check_answer(inst, f"{best}: {hi}, {worst}: {lo}")
-    assert not fam.check_answer(inst, f"{worst}: {lo}, {best}: {hi}")
+    assert fam.check_answer(inst, f"{best} is higher: {hi}, {worst}: {lo}")
+    assert fam.check_answer(inst, f"{best} has the greater value ({hi} vs {lo} for {worst}).")
+    assert not fam.check_answer(inst, f"{worst} is higher: {lo}, {best}: {hi}")
+    # a list (or the tool results echoed back) with the higher one first claims nothing
+    assert not fam.check_answer(inst, f"{best}: {hi}, {worst}: {lo}")
+    assert not fam.check_answer(inst, f"It is {hi} vs {lo} ({worst}).")
     assert not fam.check_answer(inst, f"{best}: {hi}")
     assert all(ALL_SPECS[n]["split"] == "train" for n in inst.data["offered"])
 

@@ -12,7 +12,8 @@ change what the next ``reset`` offers (``env.tool_schemas`` is refreshed per epi
 Levels: 1 = one lookup, 2 distractor tools; 2 = a lookup with a ``year`` argument, 4
 distractors (one of the same kind); 3 = compare two entities (two calls), 6 distractors.
 Verifier: levels 1-2 - the value appears and no other number (the year is allowed); level 3 -
-the entity with the higher value is named first and both values appear.
+both values appear, the entity with the higher value is named first and the answer says so (a
+comparison word: higher, greater, more, ...; the tool results echoed back claim nothing).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ YEARS = (2019, 2020, 2021, 2022, 2023, 2024)
 SPLITS = ("train", "heldout")
 SYSTEM_PROMPT = "You are a data assistant. Use the tools to look values up, then answer briefly."
 _NUMBER_RE = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?")
+_CLAIM_RE = re.compile(r"\b(higher|highest|greater|greatest|larger|largest|more|bigger|biggest|"
+                       r"exceeds?|tops)\b", re.IGNORECASE)  # fmt: skip
 
 
 def tool_spec(kind: str, quantity: str) -> dict[str, Any]:
@@ -204,6 +207,8 @@ class DynamicToolsFamily(TaskFamily):
             return False
         if instance.level < 3:
             return True
+        if not _CLAIM_RE.search(answer):
+            return False
         ents = instance.data["entities"]
         best = ents[0] if values[0] > values[1] else ents[1]
         found = [
