@@ -2,8 +2,7 @@
 
 A factory is any callable returning an env, or a ``TaskFamily`` subclass: then ``make``
 passes the env keywords (``max_turns``, ``reward_weights``, ``seed``, ``system_prompt``,
-``shuffle_tools``) to
-``ToolTaskEnv`` and every other keyword to the family's constructor.
+``shuffle_tools``) to ``ToolTaskEnv`` and every other keyword to the family's constructor.
 """
 
 from __future__ import annotations
