@@ -19,6 +19,12 @@ from agentrl.envs.task import TaskFamily
 ENV_KWARGS = ("max_turns", "reward_weights", "seed", "system_prompt", "shuffle_tools")
 
 
+def split_env_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Pop the ``ToolTaskEnv`` keywords (``ENV_KWARGS``) out of ``kwargs`` and return them;
+    what stays in ``kwargs`` is for the family's constructor."""
+    return {k: kwargs.pop(k) for k in ENV_KWARGS if k in kwargs}
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """A registered environment: its id, factory and default keyword arguments."""
@@ -35,7 +41,7 @@ def family_factory(family_cls: type[TaskFamily]) -> Callable[..., ToolTaskEnv]:
     """A factory that builds ``ToolTaskEnv(family_cls(**family_kwargs), **env_kwargs)``."""
 
     def factory(**kwargs: Any) -> ToolTaskEnv:
-        env_kwargs = {k: kwargs.pop(k) for k in ENV_KWARGS if k in kwargs}
+        env_kwargs = split_env_kwargs(kwargs)
         return ToolTaskEnv(family_cls(**kwargs), **env_kwargs)
 
     factory.__name__ = f"make_{family_cls.__name__}"

@@ -24,7 +24,7 @@ import zlib
 from typing import Any
 
 from agentrl.envs.core import ToolTaskEnv
-from agentrl.envs.registry import ENV_KWARGS
+from agentrl.envs.registry import split_env_kwargs
 from agentrl.envs.task import TaskFamily, TaskInstance
 from agentrl.envs.tasks.shaped import ShapedTaskEnv, duplicate_results
 from agentrl.tools.registry import Tool, ToolRegistry, tool_from_schema
@@ -249,5 +249,5 @@ class DynamicEnv(ShapedTaskEnv):
 
 def make_dynamic(**kwargs: Any) -> ToolTaskEnv:
     """``make("dynamic", pool=..., split=..., max_turns=...)``."""
-    env_kwargs = {k: kwargs.pop(k) for k in ENV_KWARGS if k in kwargs}
+    env_kwargs = split_env_kwargs(kwargs)
     return DynamicEnv(DynamicToolsFamily(**kwargs), **env_kwargs)

@@ -25,7 +25,7 @@ from typing import Any
 
 from agentrl.envs.core import ToolTaskEnv
 from agentrl.envs.reference import format_call, successful_results
-from agentrl.envs.registry import ENV_KWARGS
+from agentrl.envs.registry import split_env_kwargs
 from agentrl.envs.task import TaskFamily, TaskInstance
 from agentrl.types import RewardBreakdown
 
@@ -112,7 +112,7 @@ def shaped_factory(family_cls: type[TaskFamily], **fixed: Any) -> Callable[..., 
     """A ``make`` factory: env keywords to ``ShapedTaskEnv``, the rest to the family."""
 
     def factory(**kwargs: Any) -> ShapedTaskEnv:
-        env_kwargs = {k: kwargs.pop(k) for k in ENV_KWARGS if k in kwargs}
+        env_kwargs = split_env_kwargs(kwargs)
         return ShapedTaskEnv(family_cls(**{**fixed, **kwargs}), **env_kwargs)
 
     factory.__name__ = f"make_shaped_{family_cls.__name__}"
