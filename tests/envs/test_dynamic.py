@@ -85,6 +85,28 @@ def test_verifier_on_scripted_answers():
     assert all(ALL_SPECS[n]["split"] == "train" for n in inst.data["offered"])
 
 
+def test_evidence_first_answers_are_judged_by_their_conclusion():
+    env = envs.make("dynamic", answer_style="evidence")
+    for seed in range(12):
+        msgs, info = run_reference_episode(env, seed=seed, level=3)
+        inst, fam = env.instance, env.family
+        values = fam._values(inst)
+        a, b = inst.data["entities"]
+        best, worst = (a, b) if values[0] > values[1] else (b, a)
+        answer = msgs[-1]["content"]
+        assert info["success"], (seed, answer)
+        assert answer.startswith(f"{a} {values[0]} ") and answer.endswith(f": {best} is higher.")
+        listed = f"{a} {values[0]}, {b} {values[1]}"
+        assert fam.check_answer(inst, f"{listed}, so {best} is higher than {worst}.")
+        assert fam.check_answer(inst, f"{b} {values[1]}, {a} {values[0]}: {best} is higher.")
+        assert not fam.check_answer(inst, f"{listed}: {worst} is higher.")
+        assert not fam.check_answer(inst, f"{listed}: {worst} is higher than {best}.")
+        assert not fam.check_answer(inst, f"{a} {values[1]}, {b} {values[0]}: {best} is higher.")
+        assert not fam.check_answer(inst, f"{listed}: {best}.")  # no comparison made
+    with pytest.raises(ValueError, match="answer_style must be one of"):
+        envs.make("dynamic", answer_style="verbose")
+
+
 def test_a_call_naming_the_latest_year_reads_the_default_record():
     """No year means the latest: the record says 2024 and holds 2024's value, not another."""
     env = envs.make("dynamic")

@@ -12,8 +12,16 @@ change what the next ``reset`` offers (``env.tool_schemas`` is refreshed per epi
 Levels: 1 = one lookup, 2 distractor tools; 2 = a lookup with a ``year`` argument, 4
 distractors (one of the same kind); 3 = compare two entities (two calls), 6 distractors.
 Verifier: levels 1-2 - the value appears and no other number (the year is allowed); level 3 -
-both values appear, the entity with the higher value is named first and the answer says so (a
-comparison word: higher, greater, more, ...; the tool results echoed back claim nothing).
+both values appear, the entity with the higher value is named first, the first value given is
+its own, and the answer says so (a comparison word: higher, greater, more, ...; the tool
+results echoed back claim nothing); or the answer gives the evidence first and concludes last
+("B-73 7834 MWh, K-23 2863 MWh: B-73 is higher."): when each entity's first mention is
+followed by its own value and an entity is named after the last number, the first one named
+there is the answer.
+
+``answer_style`` picks the reference solver's form at level 3 (its demonstrations teach it):
+"claim" (the default: the higher entity first) or "evidence" (both values in the order asked,
+then the conclusion: the model compares numbers it has just written).
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from typing import Any
 from agentrl.envs.core import ToolTaskEnv
 from agentrl.envs.registry import split_env_kwargs
 from agentrl.envs.task import TaskFamily, TaskInstance
+from agentrl.envs.tasks.answers import evidence_conclusion
 from agentrl.envs.tasks.shaped import ShapedTaskEnv, duplicate_results
 from agentrl.tools.registry import Tool, ToolRegistry, tool_from_schema
 from agentrl.types import ToolCall
@@ -40,6 +49,7 @@ QUANTITIES = {
 VERBS = ("get", "fetch", "lookup", "query", "read")
 YEARS = (2019, 2020, 2021, 2022, 2023, 2024)
 SPLITS = ("train", "heldout")
+ANSWER_STYLES = ("claim", "evidence")
 SYSTEM_PROMPT = "You are a data assistant. Use the tools to look values up, then answer briefly."
 _NUMBER_RE = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?")
 _CLAIM_RE = re.compile(r"\b(higher|highest|greater|greatest|larger|largest|more|bigger|biggest|"
@@ -91,6 +101,14 @@ def make_tool(spec: dict) -> Tool:
 
     desc = f"The {spec['quantity']} ({spec['unit']}) of a {spec['kind']}, by id and year."
     return tool_from_schema(spec["name"], desc, params, fn)
+
+
+def entity_mentions(answer: str, entities: list[str]) -> list[tuple[int, str]]:
+    """Every mention of ``entities`` (ids like "K-17") in ``answer`` as (position, entity)."""
+    text = answer.upper()
+    return sorted(
+        (m.start(), e) for e in entities for m in re.finditer(rf"(?<![\w-]){e}(?!\d)", text)
+    )
 
 
 class ToolPool:
@@ -149,8 +167,13 @@ class DynamicToolsFamily(TaskFamily):
     levels = (1, 2, 3)
     system_prompt = SYSTEM_PROMPT
 
-    def __init__(self, pool: ToolPool | None = None, split: str = "train") -> None:
+    def __init__(
+        self, pool: ToolPool | None = None, split: str = "train", answer_style: str = "claim"
+    ) -> None:
+        if answer_style not in ANSWER_STYLES:
+            raise ValueError(f"answer_style must be one of {ANSWER_STYLES}, got {answer_style!r}")
         self.pool = pool if pool is not None else ToolPool(split)
+        self.answer_style = answer_style
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
         """A needed tool among the active ones, distractors, entities and the question."""
@@ -211,12 +234,18 @@ class DynamicToolsFamily(TaskFamily):
             return False
         ents = instance.data["entities"]
         best = ents[0] if values[0] > values[1] else ents[1]
-        found = [
-            (m.start(), e)
-            for e in ents
-            if (m := re.search(rf"(?<![\w-]){e}(?!\d)", answer.upper()))
+        named = entity_mentions(answer, ents)
+        own = {e: {float(v)} for e, v in zip(ents, values, strict=True)}
+        numbers = [  # the values' mentions (the year's left out)
+            (m.start(), float(m.group()))
+            for m in _NUMBER_RE.finditer(answer)
+            if float(m.group()) in {float(v) for v in values}
         ]
-        return bool(found) and min(found)[1] == best
+        concluded = evidence_conclusion(named, numbers, own)
+        if concluded is not None:
+            return concluded == best
+        # claim first: the higher entity named first, and the first value is its own
+        return bool(named) and named[0][1] == best and numbers[0][1] == float(max(values))
 
     def reference_answer(self, instance: TaskInstance, results: dict[int, Any]) -> str:
         """The value, or the comparison with both values."""
@@ -226,6 +255,10 @@ class DynamicToolsFamily(TaskFamily):
         if instance.level < 3:
             return f"It is {rows[0][q]} {spec['unit']}."
         id_arg = f"{spec['kind']}_id"
+        if self.answer_style == "evidence":
+            listed = ", ".join(f"{r[id_arg]} {r[q]} {spec['unit']}" for r in rows)
+            top = max(rows, key=lambda r: r[q])
+            return f"{listed}: {top[id_arg]} is higher."
         rows.sort(key=lambda r: r[q], reverse=True)
         return f"{rows[0][id_arg]} is higher: {rows[0][q]} vs {rows[1][q]} ({rows[1][id_arg]})."
 

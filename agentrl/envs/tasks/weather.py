@@ -38,6 +38,7 @@ import re
 from typing import Any
 
 from agentrl.envs.task import TaskFamily, TaskInstance
+from agentrl.envs.tasks.answers import evidence_conclusion as conclusion_of
 from agentrl.envs.tasks.names import name_resolver
 from agentrl.tools.registry import Tool, tool
 from agentrl.types import ToolCall
@@ -122,24 +123,11 @@ def mentions(text: str, names: list[str]) -> list[tuple[int, str]]:
 
 
 def evidence_conclusion(answer: str, temps: dict[str, int]) -> str | None:
-    """The city an evidence-first answer concludes with, or None if it has another shape.
-
-    The shape: each asked city's first mention is followed by its own temperature (°C or °F)
-    before any other city is named, and a city is named again after the last number.
-    """
+    """The city an evidence-first answer concludes with, or None if it has another shape
+    (``agentrl.envs.tasks.answers``; a city's own evidence is its temperature in °C or °F)."""
     folded = answer.casefold()  # ``mentions`` gives positions in the casefolded text
-    named, numbers = mentions(answer, list(temps)), numbers_at(folded)
-    if not named or not numbers or named[-1][0] < numbers[-1][0]:
-        return None
-    for city in temps:
-        start = next((pos for pos, n in named if n == city), None)
-        if start is None:
-            return None
-        stop = min([pos for pos, _ in named if pos > start], default=len(folded))
-        own = [v for pos, v in numbers if start < pos < stop]
-        if not own or own[0] not in allowed_numbers([temps[city]]):
-            return None
-    return named[-1][1]
+    own = {city: allowed_numbers([t]) for city, t in temps.items()}
+    return conclusion_of(mentions(answer, list(temps)), numbers_at(folded), own)
 
 
 def mentioned_conditions(text: str) -> set[str]:
