@@ -3,10 +3,13 @@
 For each run directory, reads ``eval_before.jsonl`` and ``eval_after.jsonl`` (the held-out
 episodes the trainer wrote, in the order of their seeds) and prints success, the call
 decomposition accuracy (the share of the reference's sub-tasks the episode's own calls made,
-in order: ``agentrl.eval.decomposition``) and, for plan-and-execute runs, the plan's
-decomposition accuracy. Not a test: prints figures.
+in order: ``agentrl.eval.decomposition``), the share of episodes whose first call names the
+needed tool (overall and by level: among distractors it separates choosing the tool from
+using it) and, for plan-and-execute runs, the plan's decomposition accuracy. Episodes are
+drawn again with the run's own env settings (``task.env_kwargs``). Not a test: prints figures.
 
     python bench/decomposition.py runs/smollm2_weather_last3 runs/smollm2_weather_plan
+    python bench/decomposition.py runs/smollm2_dynamic_l1demos runs/smollm2_dynamic_l1demos_lora
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from agentrl.config import load_config
-from agentrl.envs import make
 from agentrl.eval.decomposition import call_decomposition
 from agentrl.eval.runner import eval_specs
+from agentrl.train.build import env_factory
 
 
 def run_figures(run: Path) -> list[dict]:
     cfg = load_config(run / "config.yaml")
     levels = list(cfg.train.eval_levels or cfg.task.levels)
+    make_env = env_factory(cfg)
     rows = []
     for when in ("before", "after"):
         path = run / f"eval_{when}.jsonl"
@@ -33,13 +37,14 @@ def run_figures(run: Path) -> list[dict]:
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         specs = eval_specs(len(records), levels, cfg.train.eval_seed)
         trajs = [SimpleNamespace(tool_calls=r.get("tool_calls", [])) for r in records]
-        make_env = lambda: make(cfg.task.env, max_turns=cfg.task.max_turns)  # noqa: E731
         calls = call_decomposition(trajs, specs, make_env)
         plans = [r["reward"]["layers"]["plan"] for r in records if "plan" in r["reward"]["layers"]]
         rows.append({
             "run": str(run), "when": when, "mode": cfg.rollout.mode, "episodes": len(records),
             "success": sum(r["success"] for r in records) / len(records),
             "call_decomposition_accuracy": calls.get("call_decomposition_accuracy"),
+            "first_tool_rate": calls.get("first_tool_rate"),
+            "first_tool_by_level": calls.get("first_tool_by_level"),
             "plan_decomposition_accuracy": sum(plans) / len(plans) if plans else None,
         })  # fmt: skip
     return rows
@@ -51,12 +56,15 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     rows = [row for run in args.runs for row in run_figures(Path(run))]
-    print("| run | mode | when | success | call decomposition | plan decomposition |")
-    print("|---|---|---|---|---|---|")
+    print("| run | mode | when | success | call decomposition | first call's tool right "
+          "(by level) | plan decomposition |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        plan = r["plan_decomposition_accuracy"]
+        plan, first = r["plan_decomposition_accuracy"], r["first_tool_rate"]
+        by_level = " / ".join(f"{v:.2f}" for v in (r["first_tool_by_level"] or {}).values())
         print(f"| {r['run']} | {r['mode']} | {r['when']} | {r['success']:.3f} | "
               f"{r['call_decomposition_accuracy']:.3f} | "
+              f"{'-' if first is None else f'{first:.3f} ({by_level})'} | "
               f"{'-' if plan is None else f'{plan:.3f}'} |")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

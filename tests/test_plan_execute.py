@@ -158,7 +158,7 @@ def test_call_decomposition_scores_the_calls_made_in_order():
     from agentrl.types import RewardBreakdown, Trajectory
 
     make_env = lambda: make("weather", max_turns=6)  # noqa: E731
-    specs = eval_specs(3, [2], 10_000)  # level 2: two cities to look up
+    specs = eval_specs(4, [2], 10_000)  # level 2: two cities to look up
     instances = []
     for spec in specs:
         env = make_env()
@@ -176,9 +176,15 @@ def test_call_decomposition_scores_the_calls_made_in_order():
         traj(list(first)),  # both, in order: 1.0
         traj([second[1], second[1]]),  # the second city twice, never the first: 0.5
         traj([]),  # no call: 0.0
+        traj([ToolCall("get_local_time", {"city": c.arguments["city"]}) for c in first]),  # 0.0
     ]
     got = call_decomposition(trajs, specs, make_env)
-    assert got == {"call_decomposition_accuracy": pytest.approx((1.0 + 0.5 + 0.0) / 3)}
+    assert got == {
+        "call_decomposition_accuracy": pytest.approx((1.0 + 0.5 + 0.0 + 0.0) / 4),
+        # the first call names get_weather in the first two episodes only
+        "first_tool_rate": 0.5,
+        "first_tool_by_level": {"2": 0.5},
+    }
     assert call_steps([{"name": "get_weather", "arguments": {"city": "Paris"}}]) == [
         'get_weather {"city": "Paris"}'
     ]

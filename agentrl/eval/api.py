@@ -375,10 +375,14 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     if "suites" not in report:
         lines = [success_line(report)]
         steps = [(k, report[k]) for k in ("call_decomposition_accuracy", "decomposition_accuracy",
-                                          "repeated_call_rate", "format_error_rate")
+                                          "first_tool_rate", "repeated_call_rate",
+                                          "format_error_rate")
                  if k in report]  # fmt: skip
         if steps:
             lines.append("  ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in steps))
+        if "first_tool_by_level" in report:
+            by_level = {k: round(v, 3) for k, v in report["first_tool_by_level"].items()}
+            lines.append(f"first call names the needed tool, by level: {by_level}")
         if "search" in report:
             c = report["search"]
             lines.append(f"tree search K={c['k']} depth={c['depth']}: {c['branches']} branches, "

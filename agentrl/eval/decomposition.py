@@ -6,11 +6,16 @@ solver's sub-tasks (``instance.expected_calls``) that the episode's own tool cal
 order, each named by its tool and the argument values the request gives. It is the ReAct
 counterpart of the seed's "single-turn decisions" figure, and plan-and-execute episodes get it
 too, so the two modes compare on the same measure.
+
+``first_tool_rate`` (overall and ``first_tool_by_level``) is the share of episodes whose first
+call names the tool of the reference solver's first call: among distractor tools (dynamic
+tools, the library) it separates choosing the tool from using it.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -29,23 +34,43 @@ def call_steps(tool_calls: list[dict[str, Any]]) -> list[str]:
 
 def call_decomposition(
     trajs: list[Trajectory], specs: list[EpisodeSpec], make_env: Callable[[], Any]
-) -> dict[str, float]:
-    """``{"call_decomposition_accuracy": mean}`` over episodes whose family lists the expected
-    calls ({} when none does, or for team episodes). Each spec's instance is drawn again by a
-    fresh env reset with the episode's seed and level (instances are functions of both)."""
+) -> dict[str, Any]:
+    """``call_decomposition_accuracy``, ``first_tool_rate`` and ``first_tool_by_level`` over
+    episodes whose family lists the expected calls ({} when none does, or for team episodes).
+    Each spec's instance is drawn again by a fresh env reset with the episode's seed and level
+    (instances are functions of both)."""
     if len(trajs) != len(specs):  # a team env (agentrl.multiagent): a trajectory per agent
         return {}
     scores = []
+    first_right: dict[int, list[bool]] = defaultdict(list)
     for traj, spec in zip(trajs, specs, strict=True):
-        env = make_env()
-        env.reset(seed=spec.seed, options={"level": spec.level})
-        instance = getattr(env, "instance", None)
+        instance = _instance(make_env, spec)
         expected = getattr(instance, "expected_calls", None)
-        close = getattr(env, "close", None)
-        if callable(close):
-            close()
         if expected is None:
             continue
         steps = call_steps(traj.tool_calls)
         scores.append(decomposition_accuracy(steps, list(expected), instance.prompt))
-    return {"call_decomposition_accuracy": sum(scores) / len(scores)} if scores else {}
+        if expected:
+            first = traj.tool_calls[0].get("name") if traj.tool_calls else None
+            first_right[spec.level].append(first == expected[0].name)
+    if not scores:
+        return {}
+    out: dict[str, Any] = {"call_decomposition_accuracy": sum(scores) / len(scores)}
+    if first_right:
+        every = [ok for oks in first_right.values() for ok in oks]
+        out["first_tool_rate"] = sum(every) / len(every)
+        out["first_tool_by_level"] = {
+            str(k): sum(v) / len(v) for k, v in sorted(first_right.items())
+        }
+    return out
+
+
+def _instance(make_env: Callable[[], Any], spec: EpisodeSpec) -> Any:
+    """The task instance of ``spec`` (None for an env without one), from a fresh env."""
+    env = make_env()
+    env.reset(seed=spec.seed, options={"level": spec.level})
+    instance = getattr(env, "instance", None)
+    close = getattr(env, "close", None)
+    if callable(close):
+        close()
+    return instance

@@ -241,7 +241,8 @@ def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, 
     decomposition accuracy and planned rate)."""
     keep = ("success_rate", "success_by_level", "success_by_family", "mean_tool_calls",
             "terminations", "repeated_call_rate", "format_error_rate",
-            "decomposition_accuracy", "planned_rate")  # fmt: skip
+            "decomposition_accuracy", "planned_rate", "first_tool_rate",
+            "first_tool_by_level")  # fmt: skip
     point = {"step": step, "episodes": episodes, **{k: summary[k] for k in keep if k in summary}}
     if "general" in summary:
         point["general_accuracy"] = summary["general"]["accuracy"]
@@ -263,7 +264,7 @@ def eval_metrics(point: dict[str, Any]) -> dict[str, float]:
     """An eval.jsonl point as sink metrics: ``eval/success_rate``, ``eval/success/level_<n>``,
     ``eval/success/<family>`` (a mix of families),
     ``eval/general_accuracy``, ``eval/repeated_call_rate``, ``eval/format_error_rate``,
-    ``eval/decomposition_accuracy``."""
+    ``eval/decomposition_accuracy``, ``eval/first_tool_rate``."""
     out = {"eval/success_rate": point["success_rate"]}
     for level, rate in point["success_by_level"].items():
         out[f"eval/success/level_{level}"] = rate
@@ -274,6 +275,7 @@ def eval_metrics(point: dict[str, Any]) -> dict[str, float]:
         "format_error_rate",
         "decomposition_accuracy",
         "planned_rate",
+        "first_tool_rate",
     ):
         if key in point:
             out[f"eval/{key}"] = point[key]

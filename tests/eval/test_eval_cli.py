@@ -178,3 +178,24 @@ def test_start_weights_without_a_run_start_is_named(tiny_dir):
     for policy, named in ((str(tiny_dir), "rl_start.pt"), ("reference", "run directory")):
         result = runner.invoke(app, ["eval", policy, "--weights", "start", "--suite", "basic"])
         assert result.exit_code == 2 and named in result.output  # suites load the start too
+
+
+def test_a_model_report_says_whether_the_first_call_names_the_needed_tool(tiny_dir, tmp_path):
+    """The figure is recomputed here from the transcripts: each episode's first call against
+    the reference solver's first call on the same instance (drawn again from seed and level)."""
+    from agentrl.envs import make
+
+    result = runner.invoke(app, ["eval", str(tiny_dir), "--task", "dynamic", "--episodes", "2",
+                                 "--levels", "1,3", "--out", str(tmp_path), "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    records = [json.loads(x) for x in (tmp_path / "transcripts.jsonl").read_text().splitlines()]
+    right: dict[str, list[bool]] = {"1": [], "3": []}
+    for rec in records:
+        env = make("dynamic")
+        env.reset(seed=rec["info"]["seed"], options={"level": rec["level"]})
+        first = rec["tool_calls"][0]["name"] if rec["tool_calls"] else None
+        right[str(rec["level"])].append(first == env.instance.expected_calls[0].name)
+    assert report["first_tool_by_level"] == {k: sum(v) / len(v) for k, v in right.items()}
+    assert report["first_tool_rate"] == sum(right["1"] + right["3"]) / 2
+    assert "first call names the needed tool, by level: {'1': " in result.output
