@@ -128,11 +128,14 @@ def test_a_list_of_temperatures_without_a_comparison_claims_nothing():
         (three, "Cape Town: 10°C, Helsinki: -2°C, Chicago: 2°C: sunny"),
         (three, "Cape Town: 10°C, sunny. Helsinki: -2°C, sunny. Chicago: 2°C, windy."),
         (two, "Prague: 24°C, rainy. Dublin: 4°C, rainy."),
+        # evidence first, then a wrong conclusion that ends on the right name
+        (two, "Prague 24°C, Dublin 4°C: Dublin is warmer than Prague."),
     ]
     good = [  # the same facts with the claim made, first or last
         (three, "Cape Town is the warmest: 10°C (Helsinki -2°C, Chicago 2°C)."),
         (three, "Cape Town 10°C, Helsinki -2°C, Chicago 2°C: Cape Town is the warmest."),
         (two, "Prague is warmer: 24°C vs 4°C in Dublin."),
+        (two, "Prague 24°C, Dublin 4°C: Prague is warmer than Dublin."),
         (three, "Cape Town has the highest temperature: 10°C, Helsinki -2°C, Chicago 2°C."),
     ]
     assert not any(FAMILY.check_answer(inst, a) for inst, a in bad)

@@ -19,8 +19,9 @@ right a third of the time), and the first number is that city's own temperature 
 so "Lima is warmer: 12°C vs 20°C in Oslo" after Lima 20, Oslo 12 fails. An answer may also
 give the evidence first and conclude last ("Oslo 12°C, Lima 20°C: Lima is warmer."): when
 each asked city's first mention is followed by its own temperature, before any other city,
-and a city is named again after every number, that last city is the answer and must be the
-target (so a list in the asked order cannot pass on a wrong conclusion). Otherwise the answer
+and a city is named again after every number, the first city named there is the answer and
+must be the target (so a list in the asked order cannot pass on a wrong conclusion, nor "..:
+Oslo is warmer than Lima" on its last name). Otherwise the answer
 must make a comparison (warmer, warmest, colder, coldest, hotter, higher, ...): a bare list of
 the temperatures in the asked order claims nothing, yet named the target first a third of the
 time at level 3 (and half at level 2) and passed, until 2026-12-06. Answers over 500
