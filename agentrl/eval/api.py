@@ -14,7 +14,7 @@ from agentrl.envs import make
 from agentrl.envs.plugins import import_env_modules
 from agentrl.eval.general import general_check
 from agentrl.eval.policies import OpenAIPolicy, ReferencePolicy, TextPolicy, run_text_episode
-from agentrl.eval.runner import eval_specs, evaluate, success_line, summarize
+from agentrl.eval.runner import behaviour_lines, eval_specs, evaluate, success_line, summarize
 from agentrl.eval.suites import SUITES, run_suite, summarize_records
 from agentrl.policy.loading import load_policy
 from agentrl.policy.roles import with_role_adapters
@@ -374,15 +374,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     """Human-readable summary lines of a report."""
     if "suites" not in report:
         lines = [success_line(report)]
-        steps = [(k, report[k]) for k in ("call_decomposition_accuracy", "decomposition_accuracy",
-                                          "first_tool_rate", "repeated_call_rate",
-                                          "format_error_rate")
-                 if k in report]  # fmt: skip
-        if steps:
-            lines.append("  ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in steps))
-        if "first_tool_by_level" in report:
-            by_level = {k: round(v, 3) for k, v in report["first_tool_by_level"].items()}
-            lines.append(f"first call names the needed tool, by level: {by_level}")
+        lines += behaviour_lines(report)
         if "search" in report:
             c = report["search"]
             lines.append(f"tree search K={c['k']} depth={c['depth']}: {c['branches']} branches, "

@@ -81,6 +81,19 @@ def family_line(summary: dict[str, Any]) -> str:
     return f"by family: { {k: round(v, 3) for k, v in summary['success_by_family'].items()} }"
 
 
+def behaviour_lines(summary: dict[str, Any]) -> list[str]:
+    """How the episodes went beyond success: decomposition, first tool, repeats, format errors
+    (one line), and whether the first call named the needed tool by level (another)."""
+    keys = ("call_decomposition_accuracy", "decomposition_accuracy", "first_tool_rate",
+            "repeated_call_rate", "format_error_rate")  # fmt: skip
+    steps = [f"{k.replace('_', ' ')} {summary[k]:.3f}" for k in keys if k in summary]
+    lines = ["  ".join(steps)] if steps else []
+    if "first_tool_by_level" in summary:
+        by_level = {k: round(v, 3) for k, v in summary["first_tool_by_level"].items()}
+        lines.append(f"first call names the needed tool, by level: {by_level}")
+    return lines
+
+
 def _decomposition(trajs: list[Trajectory]) -> dict[str, float]:
     """Plan-and-execute episodes: mean decomposition accuracy of their plans (0 for an episode
     that wrote none), and the share of episodes that wrote one."""
