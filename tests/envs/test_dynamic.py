@@ -99,6 +99,8 @@ def test_evidence_first_answers_are_judged_by_their_conclusion():
         listed = f"{a} {values[0]}, {b} {values[1]}"
         assert fam.check_answer(inst, f"{listed}, so {best} is higher than {worst}.")
         assert fam.check_answer(inst, f"{b} {values[1]}, {a} {values[0]}: {best} is higher.")
+        # names and numbers are placed in the same text ("ß".upper() is two letters)
+        assert fam.check_answer(inst, "Große Straße, " * 4 + f"{listed}: {best.lower()} is higher.")
         assert not fam.check_answer(inst, f"{listed}: {worst} is higher.")
         assert not fam.check_answer(inst, f"{listed}: {worst} is higher than {best}.")
         assert not fam.check_answer(inst, f"{a} {values[1]}, {b} {values[0]}: {best} is higher.")

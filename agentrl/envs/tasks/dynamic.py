@@ -104,10 +104,12 @@ def make_tool(spec: dict) -> Tool:
 
 
 def entity_mentions(answer: str, entities: list[str]) -> list[tuple[int, str]]:
-    """Every mention of ``entities`` (ids like "K-17") in ``answer`` as (position, entity)."""
-    text = answer.upper()
+    """Every mention of ``entities`` (ids like "K-17", any case) in ``answer`` as (position,
+    entity); positions index ``answer`` itself, as the verifier's number positions do."""
     return sorted(
-        (m.start(), e) for e in entities for m in re.finditer(rf"(?<![\w-]){e}(?!\d)", text)
+        (m.start(), e)
+        for e in entities
+        for m in re.finditer(rf"(?<![\w-]){e}(?!\d)", answer, re.IGNORECASE)
     )
 
 
@@ -224,9 +226,11 @@ class DynamicToolsFamily(TaskFamily):
         if not answer.strip() or len(answer) > 400:
             return False
         values = self._values(instance)
-        numbers = [float(n) for n in _NUMBER_RE.findall(answer)]
-        allowed = {float(v) for v in values} | {float(instance.data["year"] or -1)}
-        if not set(numbers) <= allowed or not all(float(v) in numbers for v in values):
+        found = [(m.start(), float(m.group())) for m in _NUMBER_RE.finditer(answer)]
+        numbers, value_set = {v for _, v in found}, {float(v) for v in values}
+        if not numbers <= value_set | {float(instance.data["year"] or -1)}:
+            return False
+        if not value_set <= numbers:
             return False
         if instance.level < 3:
             return True
@@ -236,16 +240,12 @@ class DynamicToolsFamily(TaskFamily):
         best = ents[0] if values[0] > values[1] else ents[1]
         named = entity_mentions(answer, ents)
         own = {e: {float(v)} for e, v in zip(ents, values, strict=True)}
-        numbers = [  # the values' mentions (the year's left out)
-            (m.start(), float(m.group()))
-            for m in _NUMBER_RE.finditer(answer)
-            if float(m.group()) in {float(v) for v in values}
-        ]
-        concluded = evidence_conclusion(named, numbers, own)
+        at_values = [(pos, v) for pos, v in found if v in value_set]  # the year's left out
+        concluded = evidence_conclusion(named, at_values, own)
         if concluded is not None:
             return concluded == best
         # claim first: the higher entity named first, and the first value is its own
-        return bool(named) and named[0][1] == best and numbers[0][1] == float(max(values))
+        return bool(named) and named[0][1] == best and at_values[0][1] == float(max(values))
 
     def reference_answer(self, instance: TaskInstance, results: dict[int, Any]) -> str:
         """The value, or the comparison with both values."""
