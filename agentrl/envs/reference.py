@@ -40,6 +40,21 @@ def successful_results(
     return results
 
 
+def with_note(
+    family: TaskFamily, instance: TaskInstance, results: dict[int, Any], calls: str
+) -> str:
+    """``calls`` after the family's note for this point of the episode, if it writes one.
+
+    A family may define ``reference_note(instance, results) -> str``: a line of working the
+    reference writes before its calls (e.g. the largest balance read so far), so its
+    demonstrations teach the model to keep that fact in view. Text then a call is one turn,
+    rendered by the template as the content before the ``<tool_call>`` block.
+    """
+    note_fn = getattr(family, "reference_note", None)
+    note = note_fn(instance, results) if note_fn is not None else ""
+    return f"{note}\n{calls}" if note else calls
+
+
 def reference_action(
     family: TaskFamily, instance: TaskInstance, call_log: Sequence[dict[str, Any]]
 ) -> str:
@@ -50,7 +65,7 @@ def reference_action(
     results = successful_results(instance.expected_calls, call_log)
     for i, call in enumerate(instance.expected_calls):
         if i not in results:
-            return format_call(call)
+            return with_note(family, instance, results, format_call(call))
     return family.reference_answer(instance, results)
 
 

@@ -35,6 +35,8 @@ class TaskFamily:
     ``system_prompt`` the optional system message (keep it short: small models, small
     contexts); ``replayable = False`` if its tools are not deterministic given the instance.
     ``tools(instance)`` must return the same names and schemas for every instance.
+    Optional: ``reference_note(instance, results) -> str``, a line of working the reference
+    solver writes before its next calls (``envs/reference.py: with_note``).
     """
 
     name: str = "task"

@@ -253,3 +253,40 @@ def test_reference_episodes_fit_the_preset_budget_except_level_3():
                     assert len(ids) <= budget - 600, (env_id, level, len(ids))
                 else:  # level 3 needs memory under the preset, but fits the model whole
                     assert budget < len(ids) <= 6144, (env_id, level, len(ids))
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_running_top_notes_track_the_largest_balances_read(level):
+    """``running_top``: before each call after the first balance, the reference names the k
+    largest balances read so far (checked against the world); its episodes still succeed and
+    render back to exactly the text it wrote; off by default."""
+    from agentrl.chat.render import assistant_body
+    from agentrl.tiny.builder import corpus_texts, train_tokenizer
+
+    tok = train_tokenizer(corpus_texts(50, seed=1), vocab_size=300)
+    env = envs.make("ledger", running_top=True)
+    env.reset(seed=7, options={"level": level})
+    opening = {a["id"]: a["opening"] for a in env.instance.data["accounts"]}
+    k, read, notes = len(env.instance.data["targets"]), [], 0
+    for _ in range(env.max_turns):
+        action = env.reference_action()
+        note = action.split("<tool_call>")[0].strip()
+        top = sorted(read, key=lambda a: -opening[a])[:k]
+        assert note == ("Largest so far: " + ", ".join(f"{a} {opening[a]}" for a in top) + "."
+                        if top and "<tool_call>" in action else note)  # fmt: skip
+        notes += bool(note) and "<tool_call>" in action
+        _, _, done, _, info = env.step(action)
+        if done:
+            break
+        assert assistant_body(tok, env.messages[-2], env.tool_schemas) == action  # token-exact
+        last = env.call_log[-1]
+        if last["name"] == "get_balance" and last["ok"]:
+            read.append(last["arguments"]["account"])
+    assert info["success"] and notes == CALLS[level] - 2  # every call after the first balance
+    assert sorted(read, key=lambda a: -opening[a])[:k] == env.instance.data["targets"]
+    plain = envs.make("ledger")
+    plain.reset(seed=7, options={"level": level})
+    for _ in range(3):
+        action = plain.reference_action()
+        assert action.startswith("<tool_call>")
+        plain.step(action)

@@ -30,6 +30,10 @@ account is named (so swapped balances fail), the total appears (k > 1), the reca
 (``ledger_recall``), and every number is one of the targets' openings, closings, transaction
 sums, adjustments or total (or the recall value), so listing guesses fails. Amounts may carry
 thousands separators, a currency sign or ``.00``. Answers over 800 characters fail.
+``running_top=True`` (``task.env_kwargs.running_top``) makes the reference solver write the
+k largest balances read so far before each call (``reference_note``), so its demonstrations
+teach a running comparison, one new balance a turn, instead of a choice among all of them at
+once; the task and its verifier are unchanged.
 Process layers: ``progress`` (share of the reference's calls made, postings checked in the
 journal) and ``reask`` (a balance read again under another name, refused re-reads).
 """
@@ -119,8 +123,9 @@ class LedgerFamily(TaskFamily):
     levels = (1, 2, 3)
     system_prompt = SYSTEM_PROMPT
 
-    def __init__(self, recall: bool = False) -> None:
+    def __init__(self, recall: bool = False, running_top: bool = False) -> None:
         self.recall = bool(recall)
+        self.running_top = bool(running_top)
         if self.recall:
             self.name = "ledger_recall"
 
@@ -236,6 +241,20 @@ class LedgerFamily(TaskFamily):
             text += f" The first account on page 1, {names[first]} ({first}), opened at "
             text += f"{openings[first]}."
         return text
+
+    def reference_note(self, instance: TaskInstance, results: dict[int, Any]) -> str:
+        """With ``running_top``: the k largest opening balances read so far, largest first
+        ("Largest so far: A511 5513, A104 4210."), written before every call once a balance
+        is in; the choice of targets is then one comparison per turn against the last note."""
+        if not self.running_top:
+            return ""
+        read = [
+            (r["opening_balance"], r["account"])
+            for i, r in results.items()
+            if instance.expected_calls[i].name == "get_balance" and isinstance(r, dict)
+        ]
+        top = sorted(read, reverse=True)[: len(instance.data["targets"])]
+        return "Largest so far: " + ", ".join(f"{a} {v}" for v, a in top) + "." if top else ""
 
     # -- process rewards -------------------------------------------------------------------
     def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, float]:

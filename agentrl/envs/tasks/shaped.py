@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentrl.envs.core import ToolTaskEnv
-from agentrl.envs.reference import format_call, successful_results
+from agentrl.envs.reference import format_call, successful_results, with_note
 from agentrl.envs.registry import split_env_kwargs
 from agentrl.envs.task import TaskFamily, TaskInstance
 from agentrl.types import RewardBreakdown
@@ -54,7 +54,7 @@ def staged_reference_action(
         return family.reference_answer(instance, results)
     stage = min(stages[i] for i in missing)
     calls = [instance.expected_calls[i] for i in missing if stages[i] == stage]
-    return "\n".join(format_call(c) for c in calls)
+    return with_note(family, instance, results, "\n".join(format_call(c) for c in calls))
 
 
 def duplicate_results(call_log: Sequence[dict[str, Any]], ignore: Sequence[str] = ()) -> int:
