@@ -150,6 +150,18 @@ def test_reference_action_is_the_template_rendering(env):
     )
 
 
+def test_a_family_note_comes_before_the_reference_call(env, monkeypatch):
+    """``reference_note``: the generic solver writes the family's line, then its call; the
+    stored assistant turn keeps the line as content and the call as a tool call."""
+    notes = lambda instance, results: f"{len(results)} cities known."  # noqa: E731
+    monkeypatch.setattr(env.family, "reference_note", notes, raising=False)
+    env.reset(seed=0, options={"instance": paris_oslo()})
+    env.step(env.reference_action())
+    assert env.reference_action() == "1 cities known.\n" + call("get_weather", city="Oslo")
+    assert env.messages[-2]["content"] == "0 cities known."
+    assert env.messages[-2]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
 def test_tool_timeout_goes_on_or_ends_the_episode_if_configured(env, monkeypatch):
     env.reset(seed=0, options={"level": 1})
     monkeypatch.setattr(
