@@ -239,14 +239,18 @@ class _progress:
             self.bar.__exit__(*exc)
 
 
-def plain_progress(total: int, lines: int = 10, clock=time.monotonic):
-    """``advance(description)`` that prints ``description: n/total steps, S s`` on about
-    ``lines`` of the ``total`` steps (the last always), flushed: progress a log file shows."""
+def plain_progress(
+    total: int, lines: int = 10, clock=time.monotonic, unit: str = "steps", emit=None
+):
+    """``advance(description)`` that prints ``description: n/total <unit>, S s`` on about
+    ``lines`` of the ``total`` steps (the last always), flushed: progress a log file shows.
+    ``emit``: where a line goes (default ``print``, flushed; e.g. a rich console's ``print``)."""
+    emit = emit or (lambda line: print(line, flush=True))
     every, start, done = max(1, total // lines), clock(), [0]
 
     def advance(desc: str) -> None:
         done[0] += 1
         if done[0] % every == 0 or done[0] == total:
-            print(f"{desc}: {done[0]}/{total} steps, {clock() - start:.0f} s", flush=True)
+            emit(f"{desc}: {done[0]}/{total} {unit}, {clock() - start:.0f} s")
 
     return advance

@@ -225,3 +225,22 @@ def test_training_evaluation_and_eval_cli_play_with_the_runs_memory(tiny_policy,
     plain = build_config({}, [])
     save_config(plain, tmp_path / "config.yaml")
     assert "memory" not in run_settings(str(tmp_path))
+
+
+def test_evaluation_reports_each_finished_episode_across_batches(tiny_policy, capsys):
+    """``evaluate(on_episode=...)`` counts finished episodes over every batch (training's
+    evaluation prints them as plain progress lines, ``Run._eval_progress``)."""
+    from agentrl.eval.runner import evaluate
+    from agentrl.sft import plain_progress
+
+    _, tok = tiny_policy
+    env_fn = lambda: make("weather", fault_rate=0.0, max_turns=40)  # noqa: E731
+    seen: list[tuple[int, int]] = []
+    record = lambda n, total: seen.append((n, total))  # noqa: E731
+    _, played = evaluate(LongScript(tok, 2), env_fn, episodes=3, levels=[1], seed0=3,
+                         batch_size=2, on_episode=record)  # fmt: skip
+    assert len(played) == 3 and seen == [(1, 3), (2, 3), (3, 3)]
+    advance = plain_progress(3, lines=3, unit="episodes", clock=iter(range(0, 99, 5)).__next__)
+    for _ in range(3):
+        advance("evaluating before RL")
+    assert capsys.readouterr().out.splitlines()[-1] == "evaluating before RL: 3/3 episodes, 15 s"

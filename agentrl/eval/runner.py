@@ -104,6 +104,11 @@ def _decomposition(trajs: list[Trajectory]) -> dict[str, float]:
     return {"decomposition_accuracy": sum(plans) / len(plans), "planned_rate": planned}
 
 
+def _offset(on_episode: Callable[[int, int], None], start: int, total: int):
+    """A batch's ``on_turn(finished, in_batch)`` as ``on_episode(start + finished, total)``."""
+    return lambda finished, _in_batch: on_episode(start + finished, total)
+
+
 def evaluate(
     generator: Engine,
     make_env: Callable[[], object],
@@ -117,13 +122,15 @@ def evaluate(
     memory: Any = None,
     constrained: str = "off",
     hierarchy: Any = None,
+    on_episode: Callable[[int, int], None] | None = None,
 ) -> tuple[dict[str, Any], list[Trajectory]]:
     """Greedy evaluation on ``episodes`` fixed held-out seeds; returns (summary, trajectories).
     The summary adds ``call_decomposition_accuracy`` (``agentrl.eval.decomposition``).
     ``memory``: ``rollout.memory``, to play the episodes with hierarchical memory.
     ``constrained``: ``rollout.constrained`` (grammar-constrained tool calls).
     ``hierarchy``: ``rollout.hierarchy``, to play manager / worker episodes
-    (``rollout.mode: hierarchical``, ``agentrl.planning.hierarchy``)."""
+    (``rollout.mode: hierarchical``, ``agentrl.planning.hierarchy``).
+    ``on_episode(finished, episodes)``: called as each episode ends (a progress line)."""
     from agentrl.eval.decomposition import call_decomposition
 
     if hierarchy is not None:
@@ -148,5 +155,6 @@ def evaluate(
             max_total_tokens=max_total_tokens,
             memory=memory,
             constrained=constrained,
+            on_turn=None if on_episode is None else _offset(on_episode, start, len(specs)),
         )
     return {**summarize(trajs), **call_decomposition(trajs, specs, make_env)}, trajs

@@ -32,6 +32,7 @@ from agentrl.monitor.curves import EVAL_LOG
 from agentrl.monitor.metrics import JsonlSink, read_jsonl
 from agentrl.monitor.sinks import open_sinks
 from agentrl.monitor.spans import mask_spans
+from agentrl.sft import plain_progress
 from agentrl.train.feedback import episode_id
 from agentrl.train.state import LoopState, checkpoint_parts, restore_parts
 from agentrl.types import Trajectory
@@ -84,6 +85,7 @@ class Run:
             max_total_tokens=c.rollout.max_total_tokens, memory=c.rollout.memory,
             constrained=c.rollout.constrained,
             hierarchy=c.rollout.hierarchy if c.rollout.mode == "hierarchical" else None,
+            on_episode=self._eval_progress(when),
         )  # fmt: skip
         if program is not None:
             specs = eval_specs(c.train.eval_episodes, c.train.eval_levels, c.train.eval_seed)
@@ -105,6 +107,15 @@ class Run:
             write_records(self.dir / f"eval_{when}.jsonl", [t.to_record() for t in trajs])
         self._to_sinks(step, eval_metrics(point))
         return summary
+
+    def _eval_progress(self, when: str):
+        """Plain lines on about every tenth episode of an evaluation before / after RL: a long
+        evaluation (the ledger's can take an hour) shows it is moving, in a log file too."""
+        if when == "during":
+            return None
+        advance = plain_progress(self.cfg.train.eval_episodes, unit="episodes",
+                                 emit=self.console.print)  # fmt: skip
+        return lambda _finished, _total: advance(f"evaluating {when} RL")
 
     @property
     def episodes_per_step(self) -> int:
