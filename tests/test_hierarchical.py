@@ -328,3 +328,18 @@ def test_an_agent_program_is_refused_in_hierarchical_mode(tmp_path):
     cfg = build_config({}, [f"train.run_dir={tmp_path / 'run'}", "rollout.mode=hierarchical"])
     with pytest.raises(ValueError, match="rollout.mode=hierarchical"):
         train(cfg, progress=False, agent=AgentProgram("python -c pass"))
+
+
+def test_a_hierarchical_evaluation_reports_each_finished_episode(tiny_policy):
+    """``evaluate(hierarchy=..., on_episode=...)`` counts finished manager episodes over its
+    batches, as the flat evaluation does (training's progress lines)."""
+    from agentrl.eval.runner import evaluate
+
+    _, tok = tiny_policy
+    seen: list[tuple[int, int]] = []
+    record = lambda n, total: seen.append((n, total))  # noqa: E731
+    make_env = lambda: make("weather", fault_rate=0.0)  # noqa: E731
+    _, played = evaluate(Script(tok, ["I cannot tell."] * 3), make_env, episodes=3, levels=[1],
+                         seed0=3, batch_size=2, hierarchy=HierarchyConfig(),
+                         on_episode=record)  # fmt: skip
+    assert len(played) == 3 and seen == [(1, 3), (2, 3), (3, 3)]

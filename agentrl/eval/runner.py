@@ -104,8 +104,11 @@ def _decomposition(trajs: list[Trajectory]) -> dict[str, float]:
     return {"decomposition_accuracy": sum(plans) / len(plans), "planned_rate": planned}
 
 
-def _offset(on_episode: Callable[[int, int], None], start: int, total: int):
-    """A batch's ``on_turn(finished, in_batch)`` as ``on_episode(start + finished, total)``."""
+def _offset(on_episode: Callable[[int, int], None] | None, start: int, total: int):
+    """A batch's ``on_turn(finished, in_batch)`` as ``on_episode(start + finished, total)``
+    (None without ``on_episode``)."""
+    if on_episode is None:
+        return None
     return lambda finished, _in_batch: on_episode(start + finished, total)
 
 
@@ -140,7 +143,8 @@ def evaluate(
         trajs = [t for k in range(0, len(specs), batch_size)
                  for t in run_hierarchical(generator, make_env, specs[k : k + batch_size],
                                            hierarchy, greedy=True, max_new_tokens=max_new_tokens,
-                                           max_total_tokens=max_total_tokens)]  # fmt: skip
+                                           max_total_tokens=max_total_tokens,
+                                           on_turn=_offset(on_episode, k, len(specs)))]  # fmt: skip
         return {**summarize(trajs), **call_decomposition(trajs, specs, make_env)}, trajs
 
     specs = eval_specs(episodes, levels, seed0)
@@ -155,6 +159,6 @@ def evaluate(
             max_total_tokens=max_total_tokens,
             memory=memory,
             constrained=constrained,
-            on_turn=None if on_episode is None else _offset(on_episode, start, len(specs)),
+            on_turn=_offset(on_episode, start, len(specs)),
         )
     return {**summarize(trajs), **call_decomposition(trajs, specs, make_env)}, trajs
