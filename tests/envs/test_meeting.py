@@ -121,3 +121,51 @@ def test_reference_solves_every_level_and_levels_grow():
     sizes = [len(MeetingFamily().sample(random.Random(1), lv).data["world"]["people"])
              for lv in (1, 2, 3)]  # fmt: skip
     assert sizes == [2, 3, 4]
+
+
+def test_probe_order_and_the_first_free_start():
+    """Starts inside the organizer's hours with room for the meeting, on the hour first; the
+    tries stop at the first start free for everyone (14:00 Paris = 09:00 New York here)."""
+    from agentrl.envs.tasks.meeting import first_free, probe_starts
+
+    order = probe_starts(world())
+    assert order[:9] == [f"{h:02d}:00" for h in range(9, 17)] + ["09:30"]
+    assert "16:30" not in order[:30] and len(order) == len(set(order)) == 96
+    assert first_free(world()) == ["09:00", "10:00", "11:00", "12:00", "13:00", "14:00"]
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_probing_reference_tries_starts_in_order_and_notes_each_result(level):
+    """``probe_slots``: one find_conflicts a turn in ``probe_starts`` order, only the last one
+    free, each later try after a note naming the last one's conflicts; the episode succeeds,
+    every turn renders back to exactly its text; the instance is otherwise the default one."""
+    from agentrl.chat.render import assistant_body
+    from agentrl.envs.tasks.meeting import probe_starts
+    from agentrl.tiny.builder import corpus_texts, train_tokenizer
+
+    tok = train_tokenizer(corpus_texts(50, seed=1), vocab_size=300)
+    env = envs.make("meeting", probe_slots=True, max_turns=40)
+    env.reset(seed=3, options={"level": level})
+    plain = MeetingFamily().sample(random.Random(3), level)
+    assert (env.instance.task_id, env.instance.prompt) == (plain.task_id, plain.prompt)
+    assert [c.name for c in plain.expected_calls].count("find_conflicts") == 1
+    tries, notes = [], []
+    for _ in range(env.max_turns):
+        action = env.reference_action()
+        _, _, done, _, info = env.step(action)
+        if done:
+            break
+        turn = [m for m in env.messages if m["role"] == "assistant"][-1]
+        assert assistant_body(tok, turn, env.tool_schemas) == action
+        probes = [e for e in env.call_log if e["name"] == "find_conflicts"]
+        if '"find_conflicts"' in action:
+            assert action.count("<tool_call>") == 1  # one try a turn
+            tries.append(probes[-1])
+            notes.append(action.split("<tool_call>")[0].strip())
+    starts = [t["arguments"]["start"] for t in tries]
+    assert info["success"] and starts == probe_starts(env.instance.data["world"])[: len(starts)]
+    assert [t["content"].count('"free": true') for t in tries] == [0] * (len(tries) - 1) + [1]
+    assert notes[0].startswith("I will try starts in my working hours")
+    for before, note in zip(tries, notes[1:], strict=False):
+        person = before["content"].split('"person": "')[1].split('"')[0]
+        assert note.startswith(f"{before['arguments']['start']} is not free (") and person in note

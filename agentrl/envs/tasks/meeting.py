@@ -11,6 +11,15 @@ Tools: ``get_timezone(person)``, ``get_busy(person, date, timezone)`` (calendar 
 Levels: 0 = a decomposed sub-task (convert one proposed time into a colleague's local time);
 1 = two people; 2 = three people on a DST-mismatch date; 3 = four people, longer meetings.
 
+``probe_slots=True`` (``task.env_kwargs.probe_slots``): the reference solver finds its slot the
+way a model can, by trying starts with ``find_conflicts`` in a fixed order (``probe_starts``:
+the organizer's working hours on the hour, then at :30, :15 and :45, then the rest of the day)
+and keeping the first free one, with a note before each try naming what the last one hit; by
+default it names one free slot drawn from the hidden calendars at once, a guess to a model that
+imitates it. The task and its verifier are unchanged; episodes get one turn per try (levels 1 /
+2 / 3 need a median of 3 / 5 / 6 tries, 90th percentile 8 / 10 / 14), so raise
+``task.max_turns``.
+
 Verifier: level 0 - the answer gives the converted 24-hour time (and the local date when it
 differs) and no other time. Levels 1-3 - the last drafted email goes to every other
 participant and, on a line naming each participant, states the start of one slot in that
@@ -118,6 +127,32 @@ def sample_world(rng: random.Random, level: int) -> tuple[dict, list[datetime]]:
     raise RuntimeError("meeting: no feasible world found in 1000 draws")
 
 
+def _hhmm(minutes: int) -> str:
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def probe_starts(world: dict) -> list[str]:
+    """Every 15-minute start of the organizer's day, in the order a probing solver tries them:
+    starts whose meeting fits the organizer's working hours, on the hour, then at :30, :15 and
+    :45; then the rest of the day in time order."""
+    org = world["people"][world["organizer"]]
+    lo, hi = (int(org[k][:2]) * 60 + int(org[k][3:]) for k in ("work_start", "work_end"))
+    inside = [h * 60 + m for m in (0, 30, 15, 45) for h in range(24)
+              if lo <= h * 60 + m and h * 60 + m + world["minutes"] <= hi]  # fmt: skip
+    return [_hhmm(t) for t in inside] + [_hhmm(t) for t in range(0, 1440, 15) if t not in inside]
+
+
+def first_free(world: dict) -> list[str]:
+    """The starts ``probe_starts`` tries up to and including the first free one."""
+    org_tz = world["people"][world["organizer"]]["timezone"]
+    tried = []
+    for start in probe_starts(world):
+        tried.append(start)
+        if not slot_problems(world, local_dt(world["date"], start, org_tz), world["minutes"]):
+            return tried
+    raise ValueError("meeting: no free 15-minute start on the organizer's date")
+
+
 class MeetingFamily(TaskFamily):
     """Cross-time-zone meeting scheduling with conflict detection and an email draft."""
 
@@ -125,8 +160,12 @@ class MeetingFamily(TaskFamily):
     levels = (0, 1, 2, 3)
     system_prompt = SYSTEM_PROMPT
 
+    def __init__(self, probe_slots: bool = False) -> None:
+        self.probe_slots = bool(probe_slots)
+
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
-        """A world and a request at ``level``; the reference picks a random free slot."""
+        """A world and a request at ``level``; the reference picks a random free slot, or with
+        ``probe_slots`` tries starts in ``probe_starts`` order up to the first free one."""
         world, free = sample_world(rng, level)
         names = list(world["people"])
         org, day = world["organizer"], world["date"]
@@ -136,15 +175,19 @@ class MeetingFamily(TaskFamily):
             hhmm = f"{rng.randrange(7, 19):02d}:{rng.choice((0, 15, 30, 45)):02d}"
             return self._subtask(task_id, world, hhmm)
         slot = rng.choice(free)
-        start = slot.strftime("%H:%M")
+        tries = [slot.strftime("%H:%M")]
+        if self.probe_slots:
+            tries = first_free(world)
+            slot = local_dt(day, tries[-1], org_tz)
+        start = tries[-1]
         others = names[1:]
         calls = [ToolCall("get_timezone", {"person": p}) for p in names]
         calls += [
             ToolCall("get_busy", {"person": p, "date": day, "timezone": org_tz}) for p in names
         ]
-        calls.append(ToolCall("find_conflicts", {
-            "people": names, "date": day, "start": start,
-            "duration_minutes": world["minutes"], "timezone": org_tz}))  # fmt: skip
+        calls += [ToolCall("find_conflicts", {
+            "people": names, "date": day, "start": t,
+            "duration_minutes": world["minutes"], "timezone": org_tz}) for t in tries]  # fmt: skip
         for p in others:
             calls.append(ToolCall("convert_time", {
                 "date": day, "time": start, "from_timezone": org_tz,
@@ -152,7 +195,9 @@ class MeetingFamily(TaskFamily):
         body = self.email_body(world, slot)
         subject = f"Meeting on {day}"
         calls.append(ToolCall("draft_email", {"to": others, "subject": subject, "body": body}))
-        stages = [0] * (2 * len(names)) + [1] + [2] * len(others) + [3]
+        n_try = len(tries)  # one turn per try: each waits for the last one's result
+        stages = [0] * (2 * len(names)) + list(range(1, n_try + 1))
+        stages += [n_try + 1] * len(others) + [n_try + 2]
         prompt = (
             f"I am {org}. Find a {world['minutes']}-minute slot on {day} (my date) when "
             f"{', '.join(others)} and I are all free and inside everyone's working hours, then "
@@ -211,6 +256,29 @@ class MeetingFamily(TaskFamily):
             return f"That is {r['time']} on {r['date']} in {r['timezone']}."
         slot = datetime.fromisoformat(instance.data["slot"])
         return f"I drafted the invitation for {slot:%Y-%m-%d %H:%M} your time."
+
+    def reference_note(self, instance: TaskInstance, results: dict[int, Any]) -> str:
+        """With ``probe_slots``: before each try, what the last try hit ("09:00 is not free
+        (Bruno busy). Next try: 10:00."), or the plan before the first; after the free one,
+        that it is free. Nothing otherwise."""
+        calls = instance.expected_calls
+        nxt = next((i for i in range(len(calls)) if i not in results), None)
+        if not self.probe_slots or instance.level == 0 or nxt is None or nxt == 0:
+            return ""
+        prev, call = calls[nxt - 1], calls[nxt]
+        if prev.name != "find_conflicts":
+            if call.name != "find_conflicts":
+                return ""
+            org = instance.data["world"]["people"][instance.data["world"]["organizer"]]
+            hours = f"{org['work_start']}-{org['work_end']}"
+            first = call.arguments["start"]
+            return f"I will try starts in my working hours ({hours}), on the hour first: {first}."
+        tried = prev.arguments["start"]
+        if call.name != "find_conflicts":
+            return f"{tried} is free for everyone."
+        hits = (results.get(nxt - 1) or {}).get("conflicts") or []
+        why = "; ".join(f"{c['person']} {c['reason']}" for c in hits)
+        return f"{tried} is not free ({why}). Next try: {call.arguments['start']}."
 
     def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, float]:
         """``progress``: milestones reached; ``reask``: information fetched twice."""
