@@ -20,7 +20,7 @@ def play(level: int, seed: int, edit=lambda action, env: action) -> dict:
         *_, done, truncated, info = env.step(edit(env.reference_action(), env))
         if done or truncated:
             break
-    return {"info": {"seed": seed, "level": level}, "messages": env.messages,
+    return {"info": {"seed": seed}, "level": level, "messages": env.messages,
             "tool_calls": env.call_log, "success": info["success"],
             "termination": "success" if info["success"] else "failure"}  # fmt: skip
 

@@ -32,7 +32,7 @@ def note_accounts(text: str) -> list[str] | None:
 def episode_facts(record: dict[str, Any], family: LedgerFamily) -> dict[str, Any]:
     """One evaluation record -> what its episode chose, noted and posted (module docstring)."""
     info = record["info"]
-    instance = family.sample(random.Random(info["seed"]), info["level"])
+    instance = family.sample(random.Random(info["seed"]), record["level"])
     targets = instance.data["targets"]
     k = len(targets)
     read: dict[str, int] = {}  # account -> opening balance, in the order read
