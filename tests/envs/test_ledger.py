@@ -3,6 +3,7 @@ the stated number of turns, the verifier, determinism, process rewards, snapshot
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -290,3 +291,39 @@ def test_running_top_notes_track_the_largest_balances_read(level):
         action = plain.reference_action()
         assert action.startswith("<tool_call>")
         plain.step(action)
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_compare_notes_set_each_new_balance_against_the_kth_largest(level):
+    """``compare``: right after each balance past the first k, the note opens with that balance
+    against the smallest of the earlier k largest ("A433 597 < A367 6649."), then the running
+    top; elsewhere the plain note; the episode still succeeds and every turn renders back to
+    exactly the text written ("<" and ">" included)."""
+    from agentrl.chat.render import assistant_body
+    from agentrl.tiny.builder import corpus_texts, train_tokenizer
+
+    tok = train_tokenizer(corpus_texts(50, seed=1), vocab_size=300)
+    env = envs.make("ledger", running_top=True, compare=True)
+    env.reset(seed=7, options={"level": level})
+    k, read, comparisons = len(env.instance.data["targets"]), [], 0
+    for _ in range(env.max_turns):
+        action = env.reference_action()
+        note = action.split("<tool_call>")[0].strip()
+        last = env.call_log[-1] if env.call_log else None
+        if last and last["name"] == "get_balance" and len(read) > k:
+            (new, value), earlier = read[-1], sorted(read[:-1], key=lambda r: -r[1])[:k]
+            kth, kth_value = earlier[-1]
+            sign = ">" if value > kth_value else "<"
+            assert note.startswith(f"{new} {value} {sign} {kth} {kth_value}. Largest so far: ")
+            comparisons += 1
+        elif "<tool_call>" in action:  # (the final answer has no note)
+            assert note == "" or note.startswith("Largest so far: ")
+        _, _, done, _, info = env.step(action)
+        if done:
+            break
+        assert assistant_body(tok, env.messages[-2], env.tool_schemas) == action
+        last = env.call_log[-1]
+        if last["name"] == "get_balance" and last["ok"]:
+            balance = json.loads(last["content"])["opening_balance"]
+            read.append((last["arguments"]["account"], balance))
+    assert info["success"] and comparisons == len(env.instance.data["accounts"]) - k

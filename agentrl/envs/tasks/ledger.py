@@ -33,7 +33,10 @@ thousands separators, a currency sign or ``.00``. Answers over 800 characters fa
 ``running_top=True`` (``task.env_kwargs.running_top``) makes the reference solver write the
 k largest balances read so far before each call (``reference_note``), so its demonstrations
 teach a running comparison, one new balance a turn, instead of a choice among all of them at
-once; the task and its verifier are unchanged.
+once; the task and its verifier are unchanged. ``compare=True`` with it writes the comparison
+itself first when a new balance comes in ("A433 597 < A367 6649. Largest so far: A367 6649."):
+without it, the level-1 warm start's notes mostly kept or copied a balance without comparing
+(bench/README.md).
 Process layers: ``progress`` (share of the reference's calls made, postings checked in the
 journal) and ``reask`` (a balance read again under another name, refused re-reads).
 """
@@ -123,9 +126,11 @@ class LedgerFamily(TaskFamily):
     levels = (1, 2, 3)
     system_prompt = SYSTEM_PROMPT
 
-    def __init__(self, recall: bool = False, running_top: bool = False) -> None:
+    def __init__(self, recall: bool = False, running_top: bool = False,
+                 compare: bool = False) -> None:  # fmt: skip
         self.recall = bool(recall)
         self.running_top = bool(running_top)
+        self.compare = bool(compare)
         if self.recall:
             self.name = "ledger_recall"
 
@@ -245,16 +250,27 @@ class LedgerFamily(TaskFamily):
     def reference_note(self, instance: TaskInstance, results: dict[int, Any]) -> str:
         """With ``running_top``: the k largest opening balances read so far, largest first
         ("Largest so far: A511 5513, A104 4210."), written before every call once a balance
-        is in; the choice of targets is then one comparison per turn against the last note."""
+        is in; the choice of targets is then one comparison per turn against the last note.
+        With ``compare`` too, a note right after a new balance first writes that comparison
+        against the smallest of the earlier k ("A433 597 < A104 4210. Largest so far: ...")."""
         if not self.running_top:
             return ""
-        read = [
-            (r["opening_balance"], r["account"])
+        k = len(instance.data["targets"])
+        reads = sorted(
+            (i, r["opening_balance"], r["account"])
             for i, r in results.items()
             if instance.expected_calls[i].name == "get_balance" and isinstance(r, dict)
-        ]
-        top = sorted(read, reverse=True)[: len(instance.data["targets"])]
-        return "Largest so far: " + ", ".join(f"{a} {v}" for v, a in top) + "." if top else ""
+        )  # in the order read: the reference makes its calls in order
+        top = sorted(((v, a) for _, v, a in reads), reverse=True)[:k]
+        if not top:
+            return ""
+        note = "Largest so far: " + ", ".join(f"{a} {v}" for v, a in top) + "."
+        if self.compare and len(reads) > k and reads[-1][0] == max(results):
+            _, value, account = reads[-1]
+            kth_value, kth_account = sorted(((v, a) for _, v, a in reads[:-1]), reverse=True)[k - 1]
+            sign = ">" if value > kth_value else "<"
+            note = f"{account} {value} {sign} {kth_account} {kth_value}. {note}"
+        return note
 
     # -- process rewards -------------------------------------------------------------------
     def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, float]:
