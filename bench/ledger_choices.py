@@ -1,7 +1,7 @@
 """Why ledger episodes fail: the choice of account, the notes, the loops, read from a run's
 evaluation records (``eval_before.jsonl`` / ``eval_after.jsonl``).
 
-Each episode's instance is rebuilt from its seed and level (``info``), so its targets (the
+Each episode's instance is rebuilt from its seed and level, so its targets (the
 accounts with the largest opening balances) are known. Per episode: were all balances read,
 which accounts got a posting, whether the posting went to a target, and, for a policy that
 writes running notes ("Largest so far: A262 8840, ..."; ``task.env_kwargs.running_top``),

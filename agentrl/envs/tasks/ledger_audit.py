@@ -1,7 +1,7 @@
 """What a ledger episode chose, noted and posted, read back from its evaluation record: the
 analysis behind ``bench/ledger_choices.py`` (why ledger episodes fail).
 
-An episode's instance is rebuilt from the seed and level in its ``info``, so its targets (the
+An episode's instance is rebuilt from its level and the seed in its ``info``, so its targets (the
 accounts with the largest opening balances) are known. ``episode_facts``: were all balances
 read, which accounts got a posting and whether they are the targets, and for a policy that
 writes running notes ("Largest so far: A262 8840, ..."; the family's ``running_top``) whether
