@@ -104,9 +104,11 @@ def _train_run(
     with _closing(collector):
         if run.fresh:
             warm_start(cfg, model, tok, make_env, console, progress)
-            run.start_weights(model, device)  # saved first: a stopped evaluation keeps them
-            if evals:
-                before = _evaluate(run, generator, make_env, "before", 0, collector)
+        # the reference (and a LoRA run's frozen base): saved by a fresh run before its
+        # evaluation, so a stopped evaluation keeps them; loaded back by a resumed run
+        run.start_weights(model, device)
+        if run.fresh and evals:
+            before = _evaluate(run, generator, make_env, "before", 0, collector)
         return _rl_run(run, cfg, progress, on_step, model, tok, generator, device, make_env,
                        before, collector)  # fmt: skip
 
@@ -117,8 +119,6 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
     """From the warm-started model: the RL steps, the evaluations, the saved model."""
     console = run.console
     evals = cfg.train.eval_episodes > 0
-    if not run.fresh:  # a fresh run saved them after its warm start
-        run.start_weights(model, device)  # the reference (and a LoRA run's frozen base)
     rl = build_rl_models(model, cfg)
     generator.model = rl.policy
     optimizer = build_optimizer(rl, cfg)
