@@ -209,14 +209,29 @@ def load_text_policy(spec: str, seed: int = 0) -> TextPolicy | None:
     return None
 
 
+def weights_source(model_or_run_dir: str, weights: str) -> tuple[str, str]:
+    """(model path or id, chat template) to load before ``weights`` apply: a run's ``model/``
+    (or the path itself); for ``start`` weights of a run stopped before it saved ``model/``
+    (an evaluation before RL cut short), the base model its ``config.yaml`` names."""
+    if weights not in ("final", "start"):
+        raise ValueError(f"weights must be 'final' or 'start', got {weights!r}")
+    run = Path(model_or_run_dir)
+    stopped = (run / "config.yaml").is_file() and not (run / "model" / "config.json").is_file()
+    if weights == "start" and stopped:
+        from agentrl.config import load_config
+
+        cfg = load_config(run / "config.yaml")
+        return cfg.model.name, cfg.model.chat_template
+    return resolve_model_path(model_or_run_dir), "auto"
+
+
 def load_eval_engine(model_or_run_dir: str, device: str, weights: str = "final") -> Engine:
     """A greedy-capable decode engine on a model, hub id or run directory (``weights``: the
     run's ``final`` model, with its role adapters if it has them, or its ``start``)."""
-    model, tok = load_policy(resolve_model_path(model_or_run_dir), device=device)
+    model_path, template = weights_source(model_or_run_dir, weights)
+    model, tok = load_policy(model_path, device=device, chat_template=template)
     if weights == "start":
         load_start_weights(model, Path(model_or_run_dir), device)
-    elif weights != "final":
-        raise ValueError(f"weights must be 'final' or 'start', got {weights!r}")
     model = with_role_adapters(model, model_or_run_dir) if weights == "final" else model
     return Engine(model, tok, stop_token_ids(tok), tok.pad_token_id,
                   dtype=decode_dtype("auto", model, device))  # fmt: skip

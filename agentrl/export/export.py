@@ -44,21 +44,19 @@ def export_model(
     force: bool = False,
 ) -> dict[str, Any]:
     """Write ``source``'s policy to ``out`` (quantized per ``quantize``); returns the manifest."""
-    from agentrl.eval.api import load_start_weights, resolve_model_path
+    from agentrl.eval.api import load_start_weights, weights_source
     from agentrl.policy.roles import refuse_role_adapter_run
 
     if quantize not in QUANTIZE_CHOICES:
         raise ValueError(f"quantize must be one of {QUANTIZE_CHOICES}, got {quantize!r}")
-    if weights not in ("final", "start"):
-        raise ValueError(f"weights must be 'final' or 'start', got {weights!r}")
+    model_path, template = weights_source(source, weights)  # checks weights
     out = Path(out)
     _check_out(out, force)
-    model_path = resolve_model_path(source)
     refuse_role_adapter_run(source, "an export")
     if saved_quantization(model_path):
         raise ValueError(f"{source!r} is already a quantized export; export from the run")
     q_config = quantization_config(quantize) if quantize != "none" else None  # fails early
-    model, tok = load_policy(model_path, dtype="float32", device="cpu")
+    model, tok = load_policy(model_path, dtype="float32", device="cpu", chat_template=template)
     if weights == "start":
         load_start_weights(model, Path(source), "cpu")
     if out.exists() and force:

@@ -170,6 +170,31 @@ def test_start_weights_are_the_run_start_checkpoint(tiny_dir, tmp_path):
         load_start_weights(model, tmp_path, "cpu")
 
 
+def test_start_weights_of_a_run_stopped_before_its_model_was_saved(tiny_dir, tmp_path):
+    """A run stopped during its evaluation before RL has config.yaml and rl_start.pt but no
+    model/: its start weights load onto the base model that config.yaml names."""
+    import torch
+
+    from agentrl.eval.api import load_eval_engine
+    from agentrl.export import export_model
+    from agentrl.policy.loading import load_policy
+
+    run = tmp_path / "stopped"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text(f"model:\n  name: {tiny_dir}\ntask:\n  env: weather\n")
+    model, _ = load_policy(str(tiny_dir))
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    start["model.norm.weight"] = start["model.norm.weight"] * 0.5  # not the base's
+    torch.save(start, run / "checkpoints" / "rl_start.pt")
+    engine = load_eval_engine(str(run), "cpu", "start")
+    assert torch.equal(engine.model.state_dict()["model.norm.weight"], start["model.norm.weight"])
+    export_model(str(run), tmp_path / "exported", weights="start")
+    exported, _ = load_policy(str(tmp_path / "exported"))
+    assert torch.equal(exported.state_dict()["model.norm.weight"], start["model.norm.weight"])
+    result = runner.invoke(app, ["eval", str(run), "--episodes", "1"])  # final: there is none
+    assert result.exit_code == 2 and "with model/" in result.output
+
+
 def test_start_weights_without_a_run_start_is_named(tiny_dir):
     result = runner.invoke(app, ["eval", str(tiny_dir), "--weights", "start", "--episodes", "1"])
     assert result.exit_code == 2 and "rl_start.pt" in result.output
