@@ -44,7 +44,7 @@ def export_model(
     force: bool = False,
 ) -> dict[str, Any]:
     """Write ``source``'s policy to ``out`` (quantized per ``quantize``); returns the manifest."""
-    from agentrl.eval.api import load_start_weights, weights_source
+    from agentrl.eval.weights import load_start_weights, weights_source
     from agentrl.policy.roles import refuse_role_adapter_run
 
     if quantize not in QUANTIZE_CHOICES:

@@ -154,7 +154,7 @@ def test_a_run_directory_is_evaluated_on_its_own_task(tiny_dir, tmp_path):
 def test_start_weights_are_the_run_start_checkpoint(tiny_dir, tmp_path):
     import torch
 
-    from agentrl.eval.api import load_start_weights
+    from agentrl.eval.weights import load_start_weights
     from agentrl.policy.loading import load_policy
 
     model, _ = load_policy(str(tiny_dir))
@@ -175,7 +175,7 @@ def test_start_weights_of_a_run_stopped_before_its_model_was_saved(tiny_dir, tmp
     model/: its start weights load onto the base model that config.yaml names."""
     import torch
 
-    from agentrl.eval.api import load_eval_engine
+    from agentrl.eval.weights import load_eval_engine
     from agentrl.export import export_model
     from agentrl.policy.loading import load_policy
 
@@ -213,6 +213,7 @@ def test_a_model_report_says_whether_the_first_call_names_the_needed_tool(tiny_d
     result = runner.invoke(app, ["eval", str(tiny_dir), "--task", "dynamic", "--episodes", "2",
                                  "--levels", "1,3", "--out", str(tmp_path), "--json"])  # fmt: skip
     assert result.exit_code == 0, result.output
+    assert "evaluating: 2/2 episodes" in result.stderr  # a progress line, off stdout's JSON
     report = json.loads(result.stdout.strip().splitlines()[-1])
     records = [json.loads(x) for x in (tmp_path / "transcripts.jsonl").read_text().splitlines()]
     right: dict[str, list[bool]] = {"1": [], "3": []}
