@@ -193,6 +193,7 @@ def test_start_weights_of_a_run_stopped_before_its_model_was_saved(tiny_dir, tmp
     assert torch.equal(exported.state_dict()["model.norm.weight"], start["model.norm.weight"])
     result = runner.invoke(app, ["eval", str(run), "--episodes", "1"])  # final: there is none
     assert result.exit_code == 2 and "with model/" in result.output
+    assert "--weights start" in result.output  # and what it can do instead
 
 
 def test_start_weights_without_a_run_start_is_named(tiny_dir):
