@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from envhelpers import call, play
@@ -137,7 +138,8 @@ def test_probe_order_and_the_first_free_start():
 @pytest.mark.parametrize("level", [1, 2, 3])
 def test_probing_reference_tries_starts_in_order_and_notes_each_result(level):
     """``probe_slots``: one find_conflicts a turn in ``probe_starts`` order, only the last one
-    free, each later try after a note naming the last one's conflicts; the episode succeeds,
+    free, each later try after a note naming the last one's conflicts; every turn with calls
+    opens with a note and names only time zones read in earlier turns; the episode succeeds,
     every turn renders back to exactly its text; the instance is otherwise the default one."""
     from agentrl.chat.render import assistant_body
     from agentrl.envs.tasks.meeting import probe_starts
@@ -152,9 +154,13 @@ def test_probing_reference_tries_starts_in_order_and_notes_each_result(level):
     tries, notes = [], []
     for _ in range(env.max_turns):
         action = env.reference_action()
+        read = "".join(m["content"] or "" for m in env.messages if m["role"] == "tool")
+        for zone in re.findall(r'_timezone": "([^"]+)"|"timezone": "([^"]+)"', action):
+            assert f'"{"".join(zone)}"' in read  # every zone named was read in an earlier turn
         _, _, done, _, info = env.step(action)
         if done:
             break
+        assert not action.startswith("<tool_call>")  # a note first, always
         turn = [m for m in env.messages if m["role"] == "assistant"][-1]
         assert assistant_body(tok, turn, env.tool_schemas) == action
         probes = [e for e in env.call_log if e["name"] == "find_conflicts"]

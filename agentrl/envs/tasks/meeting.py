@@ -14,11 +14,13 @@ Levels: 0 = a decomposed sub-task (convert one proposed time into a colleague's 
 ``probe_slots=True`` (``task.env_kwargs.probe_slots``): the reference solver finds its slot the
 way a model can, by trying starts with ``find_conflicts`` in a fixed order (``probe_starts``:
 the organizer's working hours on the hour, then at :30, :15 and :45, then the rest of the day)
-and keeping the first free one, with a note before each try naming what the last one hit; by
+and keeping the first free one, with a note before each try naming what the last one hit
+(every turn opens with a note: its first token never chooses between a note and a call); by
 default it names one free slot drawn from the hidden calendars at once, a guess to a model that
-imitates it. The task and its verifier are unchanged; episodes get one turn per try (levels 1 /
-2 / 3 need a median of 3 / 5 / 6 tries, 90th percentile 8 / 10 / 14), so raise
-``task.max_turns``.
+imitates it. It also reads the time zones a turn before it asks for calendars in the
+organizer's (by default both come in the first turn, the zone named before it was read). The
+task and its verifier are unchanged; episodes get one turn per try (levels 1 / 2 / 3 need a
+median of 3 / 5 / 6 tries, 90th percentile 8 / 10 / 14), so raise ``task.max_turns``.
 
 Verifier: level 0 - the answer gives the converted 24-hour time (and the local date when it
 differs) and no other time. Levels 1-3 - the last drafted email goes to every other
@@ -198,6 +200,8 @@ class MeetingFamily(TaskFamily):
         n_try = len(tries)  # one turn per try: each waits for the last one's result
         stages = [0] * (2 * len(names)) + list(range(1, n_try + 1))
         stages += [n_try + 1] * len(others) + [n_try + 2]
+        if self.probe_slots:  # get_busy names the organizer's time zone: only once it is read
+            stages = stages[: len(names)] + [s + 1 for s in stages[len(names) :]]
         prompt = (
             f"I am {org}. Find a {world['minutes']}-minute slot on {day} (my date) when "
             f"{', '.join(others)} and I are all free and inside everyone's working hours, then "
@@ -258,18 +262,27 @@ class MeetingFamily(TaskFamily):
         return f"I drafted the invitation for {slot:%Y-%m-%d %H:%M} your time."
 
     def reference_note(self, instance: TaskInstance, results: dict[int, Any]) -> str:
-        """With ``probe_slots``: before each try, what the last try hit ("09:00 is not free
-        (Bruno busy). Next try: 10:00."), or the plan before the first; after the free one,
-        that it is free. Nothing otherwise."""
+        """With ``probe_slots``, a note opens every turn, so a turn's first token never has
+        to choose between a note and a call: the step it takes ("First, everyone's time zone
+        and working hours."), before each try what the last one hit ("09:00 is not free
+        (Bruno busy). Next try: 10:00.") and after the free one that it is free. Nothing
+        otherwise (and nothing before the answer)."""
         calls = instance.expected_calls
         nxt = next((i for i in range(len(calls)) if i not in results), None)
-        if not self.probe_slots or instance.level == 0 or nxt is None or nxt == 0:
+        if not self.probe_slots or instance.level == 0 or nxt is None:
             return ""
+        if nxt == 0:
+            return "First, everyone's time zone and working hours."
+        world = instance.data["world"]
+        org = world["people"][world["organizer"]]
         prev, call = calls[nxt - 1], calls[nxt]
+        if call.name == "get_busy":
+            return (
+                f"Next, everyone's calendar on {world['date']} in my time zone ({org['timezone']})."
+            )
+        if call.name == "draft_email":
+            return "Now the invitation, with each person's local time."
         if prev.name != "find_conflicts":
-            if call.name != "find_conflicts":
-                return ""
-            org = instance.data["world"]["people"][instance.data["world"]["organizer"]]
             hours = f"{org['work_start']}-{org['work_end']}"
             first = call.arguments["start"]
             return f"I will try starts in my working hours ({hours}), on the hour first: {first}."
