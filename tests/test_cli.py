@@ -172,7 +172,7 @@ def _is_field(key: str) -> bool:
         if part not in fields:
             return False
         if parts[: i + 1] == ["task", "env_kwargs"]:  # a dict: its keys go to make()
-            return len(parts) == i + 2 and parts[-1] in _env_keywords()
+            return len(parts) == i + 1 or (len(parts) == i + 2 and parts[-1] in _env_keywords())
         model = fields[part].annotation
     return True
 
