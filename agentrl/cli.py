@@ -237,19 +237,15 @@ def _parse_levels(levels: str | None) -> list[int] | None:
 
 
 def _parse_env_options(options: list[str]) -> dict:
-    """``--env KEY=VALUE`` options as keyword arguments (each VALUE parsed as YAML)."""
-    import yaml
+    """``--env KEY=VALUE`` options as keyword arguments (``agentrl.eval.api.parse_env_options``);
+    a malformed one fails naming it."""
+    from agentrl.eval.api import parse_env_options
 
-    kwargs = {}
-    for opt in options:
-        key, sep, raw = opt.partition("=")
-        if not sep or not key.strip():
-            _fail(f"--env expects KEY=VALUE, got {opt!r}")
-        try:
-            kwargs[key.strip()] = yaml.safe_load(raw)
-        except yaml.YAMLError as err:
-            _fail(f"--env {key.strip()}: VALUE is not valid YAML ({err})")
-    return kwargs
+    try:
+        return parse_env_options(options)
+    except ValueError as err:
+        _fail(str(err))
+    return {}  # not reached: _fail raises
 
 
 @app.command()

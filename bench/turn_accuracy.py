@@ -20,12 +20,11 @@ import json
 from collections import Counter
 
 import torch
-import yaml
 
 import agentrl.envs as envs
 from agentrl.chat.render import assistant_body, encode_prompt, stop_token_ids
 from agentrl.envs.reference import run_reference_episode
-from agentrl.eval.api import run_settings
+from agentrl.eval.api import parse_env_options, run_settings
 from agentrl.eval.weights import load_eval_engine
 
 
@@ -66,7 +65,10 @@ def main() -> None:
     own = run_settings(args.model)
     task = args.task or own.get("task", "weather")
     kwargs = dict(own.get("env_kwargs", {})) if task == own.get("task") else {}
-    kwargs.update({k: yaml.safe_load(v) for k, v in (e.split("=", 1) for e in args.env)})
+    try:
+        kwargs.update(parse_env_options(args.env))
+    except ValueError as err:
+        ap.error(str(err))
     if task == "weather":
         kwargs.setdefault("fault_rate", 0.0)
     env = envs.make(task, max_turns=64, **kwargs)  # room for the whole reference episode

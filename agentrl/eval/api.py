@@ -157,6 +157,23 @@ def _check_decoding(search: int, depth: int, value: str, memory: Any, constraine
         raise ValueError("--search does not constrain its branches: use --constrained off")
 
 
+def parse_env_options(options: list[str]) -> dict[str, Any]:
+    """``--env KEY=VALUE`` options as keyword arguments for ``make`` (each VALUE parsed as
+    YAML); a malformed option is a ValueError naming it."""
+    import yaml
+
+    kwargs = {}
+    for opt in options:
+        key, sep, raw = opt.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--env expects KEY=VALUE, got {opt!r}")
+        try:
+            kwargs[key.strip()] = yaml.safe_load(raw)
+        except yaml.YAMLError as err:
+            raise ValueError(f"--env {key.strip()}: VALUE is not valid YAML ({err})") from err
+    return kwargs
+
+
 def check_env_kwargs(task: str, max_turns: int, kwargs: dict[str, Any]) -> Any:
     """``make(task, ...)``, with a keyword the task does not take as a ValueError naming it."""
     try:
