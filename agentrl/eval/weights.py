@@ -36,8 +36,10 @@ def resolve_model_path(model_or_run_dir: str) -> str:
     if p.is_file() and p.suffix.lower() == ".gguf":
         return model_or_run_dir
     if p.exists() and not (p / "config.json").is_file():
+        from agentrl.checkpoint import START_FILE
+
         hint = ""
-        if (p / "checkpoints" / "rl_start.pt").is_file():  # a run stopped before it finished
+        if (p / "checkpoints" / START_FILE).is_file():  # a run stopped before it finished
             hint = "; its warm start is saved: evaluate it with --weights start"
         raise FileNotFoundError(
             f"{model_or_run_dir!r} is neither a run directory (with model/) nor a saved model "
