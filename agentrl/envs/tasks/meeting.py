@@ -198,10 +198,10 @@ class MeetingFamily(TaskFamily):
         subject = f"Meeting on {day}"
         calls.append(ToolCall("draft_email", {"to": others, "subject": subject, "body": body}))
         n_try = len(tries)  # one turn per try: each waits for the last one's result
-        stages = [0] * (2 * len(names)) + list(range(1, n_try + 1))
-        stages += [n_try + 1] * len(others) + [n_try + 2]
-        if self.probe_slots:  # get_busy names the organizer's time zone: only once it is read
-            stages = stages[: len(names)] + [s + 1 for s in stages[len(names) :]]
+        # probing: get_busy names the organizer's time zone, so only once it is read
+        busy = 1 if self.probe_slots else 0
+        stages = [0] * len(names) + [busy] * len(names) + list(range(busy + 1, busy + n_try + 1))
+        stages += [busy + n_try + 1] * len(others) + [busy + n_try + 2]
         prompt = (
             f"I am {org}. Find a {world['minutes']}-minute slot on {day} (my date) when "
             f"{', '.join(others)} and I are all free and inside everyone's working hours, then "
