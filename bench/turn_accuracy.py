@@ -37,6 +37,16 @@ def greedy_turn(model, tokenizer, messages: list, tools: list, max_new_tokens: i
     return tokenizer.decode(out[0, len(ids) :], skip_special_tokens=True).strip()
 
 
+def around_difference(want: str, got: str, width: int = 40) -> tuple[str, str]:
+    """Both texts from a little before the first character where they differ: a wrong turn
+    whose tail matches (a note worded differently, an argument early on) shows where it went
+    wrong."""
+    pairs = enumerate(zip(want, got, strict=False))
+    at = next((i for i, (a, b) in pairs if a != b), min(len(want), len(got)))
+    start = max(0, at - width // 2)
+    return want[start : start + width * 2], got[start : start + width * 2]
+
+
 def opening(text: str) -> str:
     """What a turn opens with: a call, a note before calls, or an answer (no call)."""
     if text.startswith("<tool_call>"):
@@ -88,7 +98,8 @@ def main() -> None:
             opens[turn] += opening(got) == opening(want)
             if got != want and shown[turn] < args.show:
                 shown[turn] += 1
-                print(f"turn {turn} wanted {want[-70:]!r}\n       got    {got[-70:]!r}")
+                w, g = around_difference(want, got)
+                print(f"turn {turn} wanted {w!r}\n       got    {g!r}")
     for turn in sorted(total):
         print(f"turn {turn}: {right[turn]}/{total[turn]} right, {opens[turn]} open right")
     print(json.dumps({"level": args.level, "right": dict(right), "opens_right": dict(opens),
