@@ -327,3 +327,44 @@ def test_compare_notes_set_each_new_balance_against_the_kth_largest(level):
             balance = json.loads(last["content"])["opening_balance"]
             read.append((last["arguments"]["account"], balance))
     assert info["success"] and comparisons == len(env.instance.data["accounts"]) - k
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+@pytest.mark.parametrize("running_top", [False, True])
+def test_next_step_notes_name_the_call_made_and_then_the_answer(level, running_top):
+    """``next_step``: every reference turn, the answer included, opens with a note ending in
+    the step it takes ("Next: A367's transactions, page 2." before that very call, "Next: the
+    answer." before the answer); the episode still succeeds, every call turn renders back
+    token-exact, and the running notes read as before (``ledger_audit.note_accounts``)."""
+    from agentrl.chat.render import assistant_body
+    from agentrl.envs.tasks.ledger_audit import note_accounts
+    from agentrl.tiny.builder import corpus_texts, train_tokenizer
+
+    tok = train_tokenizer(corpus_texts(50, seed=1), vocab_size=300)
+    env = envs.make("ledger", next_step=True, running_top=running_top, compare=running_top)
+    env.reset(seed=7, options={"level": level})
+    words = {"list_accounts": "page {page} of the accounts", "get_balance": "{account}'s balance",
+             "get_transactions": "{account}'s transactions, page {page}",
+             "record": "the posting to {account}"}  # fmt: skip
+    steps = []
+    for _ in range(env.max_turns):
+        action = env.reference_action()
+        note, _, rest = action.partition("\n")
+        if running_top and len(steps) >= 2:  # a balance is in from the third turn on
+            assert "Largest so far: " in note
+        else:
+            assert note.startswith("Next: ")
+        if rest.startswith("<tool_call>"):
+            made = json.loads(rest.split("\n")[1])
+            assert note.endswith(f"Next: {words[made['name']].format(**made['arguments'])}.")
+        else:
+            assert note.endswith("Next: the answer.") and "<tool_call>" not in rest
+        steps.append(note)
+        listed = note_accounts(note)
+        assert (listed is not None) == ("Largest so far" in note)
+        _, _, done, _, info = env.step(action)
+        if done:
+            break
+        assert assistant_body(tok, env.messages[-2], env.tool_schemas) == action
+    assert info["success"] and len(steps) == CALLS[level] + 1
+    assert all(not s.startswith("Next: the answer") for s in steps[:-1])

@@ -36,7 +36,11 @@ teach a running comparison, one new balance a turn, instead of a choice among al
 once; the task and its verifier are unchanged. ``compare=True`` with it writes the comparison
 itself first when a new balance comes in ("A433 597 < A367 6649. Largest so far: A367 6649."):
 without it, the level-1 warm start's notes mostly kept or copied a balance without comparing
-(bench/README.md).
+(bench/README.md). ``next_step=True`` makes every reference turn open with a note that ends
+by naming the step it takes ("Next: A367's transactions, page 2.", "Next: the posting to
+A367.", "Next: the answer."), the answer turn included: a turn's first token then never
+chooses between a call and the answer, and stopping becomes a named step (the comparison
+warm start opened its answer turn with a call in 8 of 8 teacher-forced episodes).
 Process layers: ``progress`` (share of the reference's calls made, postings checked in the
 journal) and ``reask`` (a balance read again under another name, refused re-reads).
 """
@@ -64,6 +68,13 @@ from agentrl.types import ToolCall
 LEVELS: dict[int, tuple[int, int, int]] = {1: (6, 1, 2), 2: (10, 2, 2), 3: (14, 3, 3)}
 ADJUST_MEMOS = ("late fee", "audit correction", "accrual", "bank charge", "year-end fix")
 ORDINALS = ("largest", "second largest", "third largest")
+#: tool -> the step its call takes, in words (``next_step_line``)
+STEP_WORDS = {
+    "list_accounts": "page {page} of the accounts",
+    "get_balance": "{account}'s balance",
+    "get_transactions": "{account}'s transactions, page {page}",
+    "record": "the posting to {account}",
+}
 SYSTEM_PROMPT = (
     "You are a bookkeeping assistant. Use the tools, one call per turn. A closing balance is "
     "the opening balance plus all its transactions plus the adjustment you record. Write "
@@ -101,6 +112,16 @@ def paired(text: str, target: str, where: dict[str, list[int]], value: int) -> b
     return False
 
 
+def next_step_line(instance: TaskInstance, results: dict[int, Any]) -> str:
+    """The step after ``results`` in words: the first expected call not yet answered, else the
+    answer ("Next: page 2 of the accounts.", "Next: A433's balance.", "Next: A367's
+    transactions, page 1.", "Next: the posting to A367.", "Next: the answer.")."""
+    call = next((c for i, c in enumerate(instance.expected_calls) if i not in results), None)
+    if call is None:
+        return "Next: the answer."
+    return f"Next: {STEP_WORDS[call.name].format(**call.arguments)}."
+
+
 def _prompt(k: int, adjustments: list[int], memo: str, recall: bool) -> str:
     if k == 1:
         ask = (
@@ -127,10 +148,11 @@ class LedgerFamily(TaskFamily):
     system_prompt = SYSTEM_PROMPT
 
     def __init__(self, recall: bool = False, running_top: bool = False,
-                 compare: bool = False) -> None:  # fmt: skip
+                 compare: bool = False, next_step: bool = False) -> None:  # fmt: skip
         self.recall = bool(recall)
         self.running_top = bool(running_top)
         self.compare = bool(compare)
+        self.next_step = bool(next_step)
         if self.recall:
             self.name = "ledger_recall"
 
@@ -245,16 +267,22 @@ class LedgerFamily(TaskFamily):
         if self.recall:
             text += f" The first account on page 1, {names[first]} ({first}), opened at "
             text += f"{openings[first]}."
-        return text
+        note = self.reference_note(instance, results) if self.next_step else ""
+        return f"{note}\n{text}" if note else text
 
     def reference_note(self, instance: TaskInstance, results: dict[int, Any]) -> str:
         """With ``running_top``: the k largest opening balances read so far, largest first
         ("Largest so far: A511 5513, A104 4210."), written before every call once a balance
         is in; the choice of targets is then one comparison per turn against the last note.
         With ``compare`` too, a note right after a new balance first writes that comparison
-        against the smallest of the earlier k ("A433 597 < A104 4210. Largest so far: ...")."""
-        if not self.running_top:
-            return ""
+        against the smallest of the earlier k ("A433 597 < A104 4210. Largest so far: ...").
+        With ``next_step``, the note ends with the step taken next (``next_step_line``)."""
+        step = next_step_line(instance, results) if self.next_step else ""
+        top = self.running_note(instance, results) if self.running_top else ""
+        return " ".join(part for part in (top, step) if part)
+
+    def running_note(self, instance: TaskInstance, results: dict[int, Any]) -> str:
+        """The ``running_top`` part of ``reference_note`` (with ``compare``'s comparison)."""
         k = len(instance.data["targets"])
         reads = sorted(
             (i, r["opening_balance"], r["account"])
