@@ -20,6 +20,7 @@ from pathlib import Path
 
 from agentrl.envs.tasks.ledger import LedgerFamily
 from agentrl.envs.tasks.ledger_audit import episode_facts, summarize
+from agentrl.monitor.metrics import read_jsonl
 
 
 def main() -> None:
@@ -28,8 +29,10 @@ def main() -> None:
     ap.add_argument("--file", default="eval_before.jsonl", help="the evaluation records to read")
     ap.add_argument("--json", type=Path, help="also write the summary here")
     args = ap.parse_args()
-    lines = (args.run_dir / args.file).read_text().splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
+    path = args.run_dir / args.file
+    if not path.is_file():
+        ap.error(f"no evaluation records at {path}")
+    records = read_jsonl(path)
     family = LedgerFamily(recall=any("recall" in r["task_id"] for r in records))
     facts = [episode_facts(r, family) for r in records]
     summary = summarize(facts)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from agentrl.envs.tasks.meeting import MeetingFamily
 from agentrl.envs.tasks.meeting_audit import episode_facts, summarize
+from agentrl.monitor.metrics import read_jsonl
 
 
 def main() -> None:
@@ -28,8 +29,10 @@ def main() -> None:
     ap.add_argument("records", type=Path, help="an evaluation's JSONL records")
     ap.add_argument("--json", type=Path, help="also write the summary and episodes here")
     args = ap.parse_args()
-    lines = args.records.read_text().splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
+    path = args.records
+    if not path.is_file():
+        ap.error(f"no evaluation records at {path}")
+    records = read_jsonl(path)
     family = MeetingFamily(probe_slots=True)  # the worlds are the same in both modes
     facts = [episode_facts(r, family) for r in records]
     summary = summarize(facts)
