@@ -158,6 +158,9 @@ class TrainConfig(Section):
     )
     warmstart_epochs: int = Field(4, ge=1, description="Passes over the demonstrations.")
     warmstart_lr: float = Field(1e-3, gt=0)
+    warmstart_batch_size: int = Field(
+        8, ge=1, description="Demonstrations per SFT step (fewer: more updates for the same data)."
+    )
     warmstart_seed: int = Field(5_000, description="Seed of the first warm-start demonstration.")
     run_dir: str = Field("runs/run", description="Output directory.")
     save_model: bool = Field(True, description="Save the final model in run_dir/model.")

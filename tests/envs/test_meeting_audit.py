@@ -31,6 +31,7 @@ def play(level: int, seed: int, edit=lambda action, env: action, probe: bool = T
 def test_probing_reference_episodes_note_ask_try_and_stop_right(level):
     facts = episode_facts(play(level, seed=11), FAMILY)
     assert facts["success"] and facts["drafted"]
+    assert not facts["ran_on_first_turn"] and not facts["repeated_turn"]
     assert facts["notes"] == facts["call_turns"] > 0
     assert facts["busy_in_organizer_zone"] and facts["tries_in_probe_order"]
     assert facts["tries"] == facts["tries_in_organizer_zone"] >= 1
@@ -77,3 +78,21 @@ def test_default_mode_records_rebuild_the_same_world_and_a_foreign_record_is_ref
     record["info"]["seed"] = 9
     with pytest.raises(ValueError, match="rebuilt"):
         episode_facts(record, FAMILY)
+
+
+def test_a_run_on_first_turn_and_a_repeated_turn_are_counted():
+    """No whole assistant turn (the first ran past its token limit), and a turn said again word
+    for word after its results came back: the two ways the probing warm start spent its
+    episodes' tokens."""
+    record = play(1, seed=11)
+    first_user = next(i for i, m in enumerate(record["messages"]) if m["role"] == "user")
+    ran_on = {**record, "messages": record["messages"][: first_user + 1], "tool_calls": []}
+    facts = episode_facts(ran_on, FAMILY)
+    assert facts["ran_on_first_turn"] and facts["turns"] == 0 and not facts["repeated_turn"]
+    msgs = record["messages"]
+    turn = next(i for i, m in enumerate(msgs) if m["role"] == "assistant")
+    results = [m for m in msgs[turn + 1 :] if m["role"] == "tool"][:1]
+    looped = {**record, "messages": msgs[: turn + 2] + [msgs[turn], *results]}
+    facts = episode_facts(looped, FAMILY)
+    assert facts["repeated_turn"] and facts["turns"] == 2 and not facts["ran_on_first_turn"]
+    assert summarize([facts, episode_facts(ran_on, FAMILY)])["repeated_turn"] == 1

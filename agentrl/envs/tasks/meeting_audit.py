@@ -3,10 +3,11 @@ the analysis behind ``bench/meeting_steps.py`` (why meeting episodes fail).
 
 An episode's world is rebuilt from its level and the seed in its ``info`` (the task id must
 match), so the organizer's time zone and the order a probing solver tries starts in
-(``probe_starts``) are known. ``episode_facts``: did the turns open with notes, were the
-calendars asked in the organizer's zone, which starts were tried and in what zone, was a free
-one found and the trying stopped there, what followed a try that was not free, was an email
-drafted. ``summarize`` counts them over episodes.
+(``probe_starts``) are known. ``episode_facts``: did the first turn run out of tokens before
+it ended (no whole turn), did a turn repeat the one before it word for word, did the turns open
+with notes, were the calendars asked in the organizer's zone, which starts were tried and in
+what zone, was a free one found and the trying stopped there, what followed a try that was not
+free, was an email drafted. ``summarize`` counts them over episodes.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def episode_facts(record: dict[str, Any], family: MeetingFamily) -> dict[str, An
         "success": bool(record["success"]),
         "termination": record["termination"],
         "turns": len(turns),
+        "ran_on_first_turn": not turns,  # the first turn hit the per-turn token limit
+        "repeated_turn": any(_same_turn(a, b) for a, b in zip(turns, turns[1:], strict=False)),
         "notes": sum(bool((m.get("content") or "").strip()) for m in call_turns),
         "call_turns": len(call_turns),
         "busy_in_organizer_zone": bool(busy) and busy[0]["arguments"].get("timezone") == org_tz,
@@ -69,8 +72,15 @@ def episode_facts(record: dict[str, Any], family: MeetingFamily) -> dict[str, An
     }
 
 
-COUNTED = ("success", "busy_in_organizer_zone", "tries_in_probe_order", "found_free",
-           "stopped_at_free", "drafted")  # fmt: skip
+def _same_turn(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two assistant turns with the same text and the same calls."""
+    return (a.get("content") or "") == (b.get("content") or "") and json.dumps(
+        a.get("tool_calls"), sort_keys=True
+    ) == json.dumps(b.get("tool_calls"), sort_keys=True)
+
+
+COUNTED = ("success", "ran_on_first_turn", "repeated_turn", "busy_in_organizer_zone",
+           "tries_in_probe_order", "found_free", "stopped_at_free", "drafted")  # fmt: skip
 
 
 def summarize(facts: list[dict[str, Any]]) -> dict[str, Any]:
