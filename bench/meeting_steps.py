@@ -5,10 +5,11 @@ the free start and the invitation, read from an evaluation's records
 
 Each episode's world is rebuilt from its seed and level (``agentrl.envs.tasks.meeting_audit``).
 Per episode: whether its first turn ran out of tokens before it ended, whether a turn repeated
-the one before it word for word, whether its call turns opened with notes, whether the first calendar was asked in
-the organizer's time zone, which starts ``find_conflicts`` tried (in that zone, in the probing
-order), whether a free one was found and the trying stopped there, what the next call was after
-a try that was not free, and whether an email was drafted. Not a test: prints figures.
+the one before it word for word, whether its call turns opened with notes, whether the first
+calendar was asked in the organizer's time zone, which starts ``find_conflicts`` tried (in that
+zone, in the probing order), whether a free one was found and the trying stopped there, what
+the next call was after a try that was not free, and whether an email was drafted. Not a
+test: prints figures.
 
     python bench/meeting_steps.py runs/meeting_probe2_ws/eval_start/transcripts.jsonl
     python bench/meeting_steps.py runs/meeting_probe_ws/eval_start/transcripts.jsonl --json out.json
