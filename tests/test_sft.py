@@ -54,6 +54,9 @@ def test_loss_drops_and_is_deterministic(tok) -> None:
     first = sft_train(model, tok, data, epochs=1, lr=1e-2, batch_size=4, progress=False)
     stats = sft_train(model, tok, data, epochs=25, lr=1e-2, batch_size=4, progress=False)
     assert stats["steps"] == 25
+    halves = sft_train(make_model(tok, seed=0, copy_heads=False, **SMALL), tok, data,
+                       epochs=2, lr=1e-2, batch_size=2, progress=False)  # fmt: skip
+    assert halves["steps"] == 4  # batches of 2: twice the steps over the same rows
     assert stats["final_loss"] < 0.5 * first["final_loss"]
     again = make_model(tok, seed=0, copy_heads=False, **SMALL)
     first2 = sft_train(again, tok, data, epochs=1, lr=1e-2, batch_size=4, progress=False)

@@ -74,9 +74,10 @@ def episode_facts(record: dict[str, Any], family: MeetingFamily) -> dict[str, An
 
 def _same_turn(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two assistant turns with the same text and the same calls."""
-    return (a.get("content") or "") == (b.get("content") or "") and json.dumps(
-        a.get("tool_calls"), sort_keys=True
-    ) == json.dumps(b.get("tool_calls"), sort_keys=True)
+    return (a.get("content") or "", a.get("tool_calls")) == (
+        b.get("content") or "",
+        b.get("tool_calls"),
+    )
 
 
 COUNTED = ("success", "ran_on_first_turn", "repeated_turn", "busy_in_organizer_zone",
