@@ -1,5 +1,7 @@
-"""train.warmstart_batch_size: demonstrations per warm-start SFT step."""
+"""train.warmstart_batch_size (demonstrations per warm-start SFT step) and
+train.warmstart_from (another run's saved warm start instead of SFT)."""
 
+import pytest
 import torch
 from rich.console import Console
 
@@ -24,3 +26,28 @@ def test_the_warm_start_batch_size_reaches_the_sft_loop(monkeypatch):
     assert _captured_sft_kwargs(monkeypatch, [])["batch_size"] == 8  # the default, as before
     seen = _captured_sft_kwargs(monkeypatch, ["train.warmstart_batch_size=2"])
     assert seen["batch_size"] == 2 and seen["demos"] == 6
+
+
+def test_a_saved_warm_start_is_loaded_instead_of_sft(monkeypatch, tmp_path, tiny_dir):
+    from agentrl.checkpoint import START_FILE
+    from agentrl.policy.loading import load_policy
+
+    saved, tok = load_policy(str(tiny_dir))
+    with torch.no_grad():
+        saved.lm_head.weight.add_(0.5)  # weights no fresh load has
+    (tmp_path / "ws" / "checkpoints").mkdir(parents=True)
+    torch.save(saved.state_dict(), tmp_path / "ws" / "checkpoints" / START_FILE)
+
+    def no_sft(*_args, **_kwargs):
+        raise AssertionError("SFT ran though the run starts from a saved warm start")
+
+    monkeypatch.setattr(build, "sft_train", no_sft)
+    model, _ = load_policy(str(tiny_dir))
+    assert not torch.equal(model.lm_head.weight, saved.lm_head.weight)
+    cfg = build_config({}, ["task.env=weather", f"train.warmstart_from={tmp_path / 'ws'}"])
+    build.warm_start(cfg, model, tok, env_factory(cfg), Console(), False)
+    for name, value in saved.state_dict().items():
+        assert torch.equal(model.state_dict()[name], value), name
+    cfg = build_config({}, ["task.env=weather", f"train.warmstart_from={tmp_path / 'none'}"])
+    with pytest.raises(FileNotFoundError, match="train.warmstart_from: .*rl_start.pt not found"):
+        build.warm_start(cfg, model, tok, env_factory(cfg), Console(), False)

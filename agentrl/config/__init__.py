@@ -162,6 +162,11 @@ class TrainConfig(Section):
         8, ge=1, description="Demonstrations per SFT step (fewer: more updates for the same data)."
     )
     warmstart_seed: int = Field(5_000, description="Seed of the first warm-start demonstration.")
+    warmstart_from: str | None = Field(
+        None,
+        description="A run directory whose saved warm start (checkpoints/rl_start.pt) this run "
+        "starts from instead of its own SFT: the same base model, the SFT not redone.",
+    )
     run_dir: str = Field("runs/run", description="Output directory.")
     save_model: bool = Field(True, description="Save the final model in run_dir/model.")
     checkpoint_every: int = Field(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import random
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -123,8 +124,21 @@ WARMSTART_MAX_LOGITS = 2**27
 
 
 def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bool) -> None:
-    """SFT on ``train.warmstart_demos`` reference demonstrations (none when it is 0)."""
+    """SFT on ``train.warmstart_demos`` reference demonstrations (none when it is 0), or
+    another run's saved warm start (``train.warmstart_from``)."""
     t = cfg.train
+    if t.warmstart_from:
+        from agentrl.checkpoint import START_FILE
+        from agentrl.eval.weights import load_start_weights
+
+        source = Path(t.warmstart_from)
+        saved = source / "checkpoints" / START_FILE
+        if not saved.is_file():
+            raise FileNotFoundError(f"train.warmstart_from: {saved} not found (expected a run "
+                                    "directory whose warm start was saved)")  # fmt: skip
+        console.print(f"warm start: the weights saved by {source} (no SFT)")
+        load_start_weights(model, source, str(next(model.parameters()).device))
+        return
     if t.warmstart_demos <= 0:
         return
     env_ids = cfg.curriculum.env_ids() if cfg.curriculum.staged else None
