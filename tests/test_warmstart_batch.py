@@ -49,5 +49,6 @@ def test_a_saved_warm_start_is_loaded_instead_of_sft(monkeypatch, tmp_path, tiny
     for name, value in saved.state_dict().items():
         assert torch.equal(model.state_dict()[name], value), name
     cfg = build_config({}, ["task.env=weather", f"train.warmstart_from={tmp_path / 'none'}"])
-    with pytest.raises(FileNotFoundError, match="train.warmstart_from: .*rl_start.pt not found"):
+    missing = "train.warmstart_from needs a run directory with .*rl_start.pt; not found"
+    with pytest.raises(FileNotFoundError, match=missing):
         build.warm_start(cfg, model, tok, env_factory(cfg), Console(), False)

@@ -48,20 +48,23 @@ def resolve_model_path(model_or_run_dir: str) -> str:
     return model_or_run_dir
 
 
-def load_start_weights(model: Any, run_dir: Path, device: str) -> None:
-    """Load a run's weights at RL start (``checkpoints/rl_start.pt``) into ``model``."""
+def load_start_weights(model: Any, run_dir: Path, device: str,
+                       asked_by: str = "--weights start") -> None:  # fmt: skip
+    """Load a run's weights at RL start (``checkpoints/rl_start.pt``) into ``model``;
+    ``asked_by`` (the option or key that named ``run_dir``) heads the errors."""
     import torch
 
     from agentrl.checkpoint import START_FILE
 
     path = run_dir / "checkpoints" / START_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"--weights start needs a run directory with {path}; not found")
+        raise FileNotFoundError(f"{asked_by} needs a run directory with {path}; not found")
     state = torch.load(path, map_location=device)  # written by this project's trainer
     try:
         model.load_state_dict(state)
     except RuntimeError as err:  # a LoRA run's start weights are the adapter-wrapped model's
-        raise ValueError(f"{path} does not fit {run_dir / 'model'}: {str(err)[:200]}") from err
+        raise ValueError(f"{asked_by}: {path} does not fit the model it is loaded into: "
+                         f"{str(err)[:200]}") from err  # fmt: skip
 
 
 def weights_source(model_or_run_dir: str, weights: str) -> tuple[str, str]:

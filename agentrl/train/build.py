@@ -128,16 +128,11 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
     another run's saved warm start (``train.warmstart_from``)."""
     t = cfg.train
     if t.warmstart_from:
-        from agentrl.checkpoint import START_FILE
         from agentrl.eval.weights import load_start_weights
 
-        source = Path(t.warmstart_from)
-        saved = source / "checkpoints" / START_FILE
-        if not saved.is_file():
-            raise FileNotFoundError(f"train.warmstart_from: {saved} not found (expected a run "
-                                    "directory whose warm start was saved)")  # fmt: skip
-        console.print(f"warm start: the weights saved by {source} (no SFT)")
-        load_start_weights(model, source, str(next(model.parameters()).device))
+        device = str(next(model.parameters()).device)
+        load_start_weights(model, Path(t.warmstart_from), device, "train.warmstart_from")
+        console.print(f"warm start: the weights saved by {t.warmstart_from} (no SFT)")
         return
     if t.warmstart_demos <= 0:
         return
