@@ -156,7 +156,8 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
                 bar.update(task, advance=1, info=info)
                 if progress and not console.is_terminal:  # a log file: one plain line a step
                     console.print(f"{cfg.algo.name.upper()} step {step + 1}/{steps}: {info}, "
-                                  f"{m.get('time/step_s', 0.0):.0f} s")  # fmt: skip
+                                  f"{m.get('time/step_s', 0.0):.0f} s "
+                                  f"(rollout {m.get('time/rollout_s', 0.0):.0f} s)")  # fmt: skip
                 if on_step is not None:
                     on_step(step + 1)
                 if run.stop_requested(step + 1):
