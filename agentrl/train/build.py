@@ -127,10 +127,10 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
     """SFT on ``train.warmstart_demos`` reference demonstrations (none when it is 0), or
     another run's saved warm start (``train.warmstart_from``)."""
     t = cfg.train
+    device = str(next(model.parameters()).device)
     if t.warmstart_from:
         from agentrl.eval.weights import load_start_weights
 
-        device = str(next(model.parameters()).device)
         load_start_weights(model, Path(t.warmstart_from), device, "train.warmstart_from")
         console.print(f"warm start: the weights saved by {t.warmstart_from} (no SFT)")
         return
@@ -143,14 +143,13 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
     else:
         demos = collect_demos(make_env, t.warmstart_demos, t.warmstart_levels,
                               t.warmstart_seed, env_ids)  # fmt: skip
-    device = next(model.parameters()).device
     # whole demonstrations: a shop or ledger episode runs past sft_train's default 1,024
     # tokens, and a cut one never shows the final answer
     max_len = max(1024, cfg.rollout.max_total_tokens)
     kwargs = {"epochs": t.warmstart_epochs, "lr": t.warmstart_lr, "seed": t.seed,
               "batch_size": t.warmstart_batch_size,
               "progress": progress, "desc": "warm start",
-              "amp_dtype": autocast_dtype(t.autocast, str(device)),
+              "amp_dtype": autocast_dtype(t.autocast, device),
               "max_logits": WARMSTART_MAX_LOGITS}  # fmt: skip
     memory = cfg.rollout.memory
     if not memory.enabled:
