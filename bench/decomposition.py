@@ -4,9 +4,10 @@ For each run directory, reads ``eval_before.jsonl`` and ``eval_after.jsonl`` (th
 episodes the trainer wrote, in the order of their seeds) and prints success, the call
 decomposition accuracy (the share of the reference's sub-tasks the episode's own calls made,
 in order: ``agentrl.eval.decomposition``), the share of episodes whose first call names the
-needed tool (overall and by level: among distractors it separates choosing the tool from
-using it) and, for plan-and-execute runs, the plan's decomposition accuracy. Episodes are
-drawn again with the run's own env settings (``task.env_kwargs``). Not a test: prints figures.
+needed tool (overall, by level and, for the library, by family: among distractors it
+separates choosing the tool from using it) and, for plan-and-execute runs, the plan's
+decomposition accuracy. Episodes are drawn again with the run's own env settings
+(``task.env_kwargs``). Not a test: prints figures.
 
     python bench/decomposition.py runs/smollm2_weather_last3 runs/smollm2_weather_plan
     python bench/decomposition.py runs/smollm2_dynamic_l1demos runs/smollm2_dynamic_l1demos_lora
@@ -36,7 +37,8 @@ def run_figures(run: Path) -> list[dict]:
             continue
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         specs = eval_specs(len(records), levels, cfg.train.eval_seed)
-        trajs = [SimpleNamespace(tool_calls=r.get("tool_calls", [])) for r in records]
+        trajs = [SimpleNamespace(task_id=r.get("task_id", ""), tool_calls=r.get("tool_calls", []))
+                 for r in records]  # fmt: skip
         calls = call_decomposition(trajs, specs, make_env)
         plans = [r["reward"]["layers"]["plan"] for r in records if "plan" in r["reward"]["layers"]]
         rows.append({
@@ -45,6 +47,7 @@ def run_figures(run: Path) -> list[dict]:
             "call_decomposition_accuracy": calls.get("call_decomposition_accuracy"),
             "first_tool_rate": calls.get("first_tool_rate"),
             "first_tool_by_level": calls.get("first_tool_by_level"),
+            "first_tool_by_family": calls.get("first_tool_by_family"),
             "plan_decomposition_accuracy": sum(plans) / len(plans) if plans else None,
         })  # fmt: skip
     return rows
@@ -66,6 +69,10 @@ def main() -> None:
               f"{r['call_decomposition_accuracy']:.3f} | "
               f"{'-' if first is None else f'{first:.3f} ({by_level})'} | "
               f"{'-' if plan is None else f'{plan:.3f}'} |")  # fmt: skip
+    for r in rows:
+        if r["first_tool_by_family"]:
+            families = ", ".join(f"{k} {v:.2f}" for k, v in r["first_tool_by_family"].items())
+            print(f"{r['run']} {r['when']}: first call's tool right by family: {families}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

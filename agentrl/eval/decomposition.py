@@ -9,7 +9,9 @@ too, so the two modes compare on the same measure.
 
 ``first_tool_rate`` (overall and ``first_tool_by_level``) is the share of episodes whose first
 call names the tool of the reference solver's first call: among distractor tools (dynamic
-tools, the library) it separates choosing the tool from using it.
+tools, the library) it separates choosing the tool from using it. Where the episodes come from
+several families (the library), ``first_tool_by_family`` says which family's requests send the
+model to the wrong tool.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from agentrl.eval.runner import task_family
 from agentrl.planning.plan import decomposition_accuracy
 from agentrl.rollout import EpisodeSpec
 from agentrl.types import Trajectory
@@ -35,14 +38,16 @@ def call_steps(tool_calls: list[dict[str, Any]]) -> list[str]:
 def call_decomposition(
     trajs: list[Trajectory], specs: list[EpisodeSpec], make_env: Callable[[], Any]
 ) -> dict[str, Any]:
-    """``call_decomposition_accuracy``, ``first_tool_rate`` and ``first_tool_by_level`` over
-    episodes whose family lists the expected calls ({} when none does, or for team episodes).
+    """``call_decomposition_accuracy``, ``first_tool_rate``, ``first_tool_by_level`` and (for
+    episodes of several families) ``first_tool_by_family`` over episodes whose family lists the
+    expected calls ({} when none does, or for team episodes).
     Each spec's instance is drawn again by a fresh env reset with the episode's seed and level
     (instances are functions of both)."""
     if len(trajs) != len(specs):  # a team env (agentrl.multiagent): a trajectory per agent
         return {}
     scores = []
     first_right: dict[int, list[bool]] = defaultdict(list)
+    first_by_family: dict[str | None, list[bool]] = defaultdict(list)
     for traj, spec in zip(trajs, specs, strict=True):
         instance = _instance(make_env, spec)
         expected = getattr(instance, "expected_calls", None)
@@ -53,6 +58,7 @@ def call_decomposition(
         if expected:
             first = traj.tool_calls[0].get("name") if traj.tool_calls else None
             first_right[spec.level].append(first == expected[0].name)
+            first_by_family[task_family(traj.task_id)].append(first == expected[0].name)
     if not scores:
         return {}
     out: dict[str, Any] = {"call_decomposition_accuracy": sum(scores) / len(scores)}
@@ -61,6 +67,10 @@ def call_decomposition(
         out["first_tool_rate"] = sum(every) / len(every)
         out["first_tool_by_level"] = {
             str(k): sum(v) / len(v) for k, v in sorted(first_right.items())
+        }
+    if len(first_by_family) > 1 and None not in first_by_family:
+        out["first_tool_by_family"] = {
+            k: sum(v) / len(v) for k, v in sorted(first_by_family.items())
         }
     return out
 

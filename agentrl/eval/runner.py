@@ -83,7 +83,8 @@ def family_line(summary: dict[str, Any]) -> str:
 
 def behaviour_lines(summary: dict[str, Any]) -> list[str]:
     """How the episodes went beyond success: decomposition, first tool, repeats, format errors
-    (one line), and whether the first call named the needed tool by level (another)."""
+    (one line), and whether the first call named the needed tool by level (another) and, for
+    a mix of families, by family (a third)."""
     keys = ("call_decomposition_accuracy", "decomposition_accuracy", "first_tool_rate",
             "repeated_call_rate", "format_error_rate")  # fmt: skip
     steps = [f"{k.replace('_', ' ')} {summary[k]:.3f}" for k in keys if k in summary]
@@ -91,6 +92,9 @@ def behaviour_lines(summary: dict[str, Any]) -> list[str]:
     if "first_tool_by_level" in summary:
         by_level = {k: round(v, 3) for k, v in summary["first_tool_by_level"].items()}
         lines.append(f"first call names the needed tool, by level: {by_level}")
+    if "first_tool_by_family" in summary:
+        by_family = {k: round(v, 3) for k, v in summary["first_tool_by_family"].items()}
+        lines.append(f"first call names the needed tool, by family: {by_family}")
     return lines
 
 

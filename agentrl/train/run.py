@@ -253,7 +253,7 @@ def curve_point(step: int, episodes: int, summary: dict[str, Any]) -> dict[str, 
     keep = ("success_rate", "success_by_level", "success_by_family", "mean_tool_calls",
             "terminations", "repeated_call_rate", "format_error_rate",
             "decomposition_accuracy", "planned_rate", "first_tool_rate",
-            "first_tool_by_level")  # fmt: skip
+            "first_tool_by_level", "first_tool_by_family")  # fmt: skip
     point = {"step": step, "episodes": episodes, **{k: summary[k] for k in keep if k in summary}}
     if "general" in summary:
         point["general_accuracy"] = summary["general"]["accuracy"]

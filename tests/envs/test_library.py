@@ -83,3 +83,28 @@ def test_the_rollout_renders_each_episode_s_own_tool_order(tiny_policy):
         env.reset(seed=spec.seed, options={"level": 1})
         where = [prompt.index(f'"name": "{n}"') for n in _names(env.tool_schemas)]
         assert where == sorted(where)  # the prompt lists the tools in the episode's order
+
+
+def test_first_call_is_scored_by_family_for_library_episodes():
+    """Which family's requests send the model to the wrong tool: episodes that open with the
+    list's first schema (the warm start's habit) are right only where that is the needed tool."""
+    from agentrl.eval.decomposition import call_decomposition
+    from agentrl.eval.runner import eval_specs
+    from agentrl.types import RewardBreakdown, Trajectory
+
+    make_env = lambda: envs.make("library")  # noqa: E731
+    specs = eval_specs(12, [1, 2], 10_000)
+    trajs, right = [], {}
+    for spec in specs:
+        env = make_env()
+        env.reset(seed=spec.seed, options={"level": spec.level})
+        inst, first_listed = env.instance, env.tool_schemas[0]["function"]["name"]
+        family = inst.data["family"]
+        call = {"name": first_listed, "arguments": {}}
+        trajs.append(Trajectory(inst.task_id, 0, [], [], [], [], [], RewardBreakdown(),
+                                "failure", tool_calls=[call]))  # fmt: skip
+        right.setdefault(family, []).append(first_listed == inst.expected_calls[0].name)
+    got = call_decomposition(trajs, specs, make_env)
+    assert len(right) >= 3  # several families among 12 episodes
+    assert got["first_tool_by_family"] == {k: sum(v) / len(v) for k, v in sorted(right.items())}
+    assert 0.0 in got["first_tool_by_family"].values()  # the first schema is not every need
