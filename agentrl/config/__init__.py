@@ -139,6 +139,13 @@ class TrainConfig(Section):
         "evaluation, first and last included, is a line of run_dir/eval.jsonl: the learning curve.",
     )
     eval_seed: int = Field(10_000, description="First seed of the held-out evaluation episodes.")
+    eval_dtype: Literal["policy", "rollout"] = Field(
+        "policy",
+        description="What held-out evaluation and the general check decode with: 'policy' = "
+        "the policy's own weights and dtype (an episode does not depend on what shares its "
+        "batch: the same weights score the same); 'rollout' = rollout.dtype's copy, faster "
+        "where bf16 is native, but its rounding depends on the batch.",
+    )
     general_check: bool = Field(
         True,
         description="Also score the general-capability check (48 plain questions, no tools) "

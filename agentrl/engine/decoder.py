@@ -77,6 +77,16 @@ class Engine:
                       slots=self.slots, share_prefix=self.share_prefix,
                       dtype=self.dtype)  # fmt: skip
 
+    def in_own_dtype(self) -> Engine:
+        """This engine, or one with its settings decoding the model in the model's own dtype.
+        A bf16 copy's rounding depends on which sequences share a batch (oneDNN picks kernels
+        by row count), so a greedy episode can change with its neighbours; in the model's
+        fp32 it does not. Held-out evaluations decode this way to be reproducible."""
+        if self.dtype is None or self.dtype == next(self._model.parameters()).dtype:
+            return self
+        return Engine(self._model, self.tokenizer, self.stop_ids, self.pad_id,
+                      slots=self.slots, share_prefix=self.share_prefix)  # fmt: skip
+
     def __init__(self, model: Any, tokenizer: Any, stop_ids: list[int], pad_id: int,
                  slots: int = DEFAULT_SLOTS, share_prefix: bool = True,
                  dtype: torch.dtype | None = None) -> None:  # fmt: skip

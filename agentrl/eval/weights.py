@@ -83,13 +83,17 @@ def weights_source(model_or_run_dir: str, weights: str) -> tuple[str, str]:
     return resolve_model_path(model_or_run_dir), "auto"
 
 
-def load_eval_engine(model_or_run_dir: str, device: str, weights: str = "final") -> Engine:
+def load_eval_engine(model_or_run_dir: str, device: str, weights: str = "final",
+                     exact: bool = True) -> Engine:  # fmt: skip
     """A greedy-capable decode engine on a model, hub id or run directory (``weights``: the
-    run's ``final`` model, with its role adapters if it has them, or its ``start``)."""
+    run's ``final`` model, with its role adapters if it has them, or its ``start``).
+    ``exact``: decode in the model's own dtype, so the same weights score the same whatever
+    shares a batch (``Engine.in_own_dtype``); False: a bf16 copy where bf16 is native (the
+    server's choice: faster, and no figure rests on it)."""
     model_path, template = weights_source(model_or_run_dir, weights)
     model, tok = load_policy(model_path, device=device, chat_template=template)
     if weights == "start":
         load_start_weights(model, Path(model_or_run_dir), device)
     model = with_role_adapters(model, model_or_run_dir) if weights == "final" else model
-    return Engine(model, tok, stop_token_ids(tok), tok.pad_token_id,
-                  dtype=decode_dtype("auto", model, device))  # fmt: skip
+    dtype = None if exact else decode_dtype("auto", model, device)
+    return Engine(model, tok, stop_token_ids(tok), tok.pad_token_id, dtype=dtype)

@@ -36,7 +36,7 @@ def build_server(
 
     refuse_role_adapter_run(model_or_run_dir, "a server")
     with init_lock(model_or_run_dir, on_busy=on_busy, log=log) as key:
-        engine = load_eval_engine(model_or_run_dir, device)
+        engine = load_eval_engine(model_or_run_dir, device, exact=False)
     limit = int(getattr(engine.model.config, "max_position_embeddings", DEFAULT_CONTEXT))
     capacity = min(context or DEFAULT_CONTEXT, limit)
     served = name or Path(model_or_run_dir.rstrip("/")).name or model_or_run_dir

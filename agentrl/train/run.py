@@ -79,6 +79,8 @@ class Run:
         left out of the rate) goes in ``summary["program"]`` and ``eval_<when>_program.jsonl``.
         """
         c = self.cfg
+        if c.train.eval_dtype == "policy" and hasattr(generator, "in_own_dtype"):
+            generator = generator.in_own_dtype()  # reproducible: no batch-dependent bf16 copy
         summary, trajs = evaluate(
             generator, make_env, episodes=c.train.eval_episodes, levels=c.train.eval_levels,
             seed0=c.train.eval_seed, max_new_tokens=c.rollout.max_new_tokens,

@@ -114,3 +114,60 @@ def test_a_training_step_with_bf16_decoding_uses_the_policys_logprobs(tiny_dir, 
     train(cfg, progress=False)
     line = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert 0 < line["rollout/logprob_gap"] < 0.5
+
+
+def test_an_engine_in_its_own_dtype_decodes_an_episode_the_same_whatever_shares_its_batch(
+    tiny_policy,
+):
+    """Evaluation's engine (``in_own_dtype``) decodes the fp32 policy itself: a prompt's greedy
+    tokens and log-probs are those of the policy, alone or among other prompts."""
+    model, tok = tiny_policy
+    engine = Engine(model, tok, stop_token_ids(tok), tok.pad_token_id, dtype=torch.bfloat16)
+    exact = engine.in_own_dtype()
+    assert exact.dtype is None and exact.decoding_model() is model
+    assert exact.in_own_dtype() is exact and exact.slots == engine.slots
+    env = make("weather")
+    prompts = []
+    for seed in range(4):
+        msgs, _ = env.reset(seed=seed, options={"level": 1 + seed % 3})
+        prompts.append(encode_prompt(tok, msgs, env.tool_schemas))
+    alone = exact.generate(prompts[:1], max_new_tokens=16, greedy=True)[0]
+    together = exact.generate(prompts, max_new_tokens=16, greedy=True)[0]
+    assert alone.ids == together.ids
+    assert torch.allclose(torch.tensor(alone.logprobs), torch.tensor(together.logprobs),
+                          atol=1e-5)  # fmt: skip
+    ids = prompts[0] + alone.ids
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].float(), -1)
+    own = torch.stack([logp[len(prompts[0]) + i - 1, t] for i, t in enumerate(alone.ids)])
+    assert float((torch.tensor(alone.logprobs) - own).abs().max()) < 1e-4  # not bf16's 1e-2
+
+
+@pytest.mark.parametrize(("eval_dtype", "decoded"), [("policy", None), ("rollout", torch.bfloat16)])
+def test_a_run_evaluates_with_the_policys_own_weights_unless_told(
+    tiny_dir, tmp_path, monkeypatch, eval_dtype, decoded
+):
+    import agentrl.train.run as run_module
+
+    monkeypatch.setenv("AGENTRL_NATIVE_BF16", "1")  # the rollouts decode a bf16 copy
+    seen = []
+    real = run_module.evaluate
+
+    def spy(generator, *args, **kwargs):
+        seen.append(generator.dtype)
+        return real(generator, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "evaluate", spy)
+    cfg = build_config({}, [*tiny_run_overrides(tiny_dir, tmp_path / "run"), "train.steps=0",
+                            "train.eval_episodes=2", f"train.eval_dtype={eval_dtype}",
+                            "train.save_model=false"])  # fmt: skip
+    train(cfg, progress=False)
+    assert seen and all(d == decoded for d in seen)
+
+
+def test_agentrl_eval_decodes_the_policy_itself_and_the_server_a_bf16_copy(tiny_dir, monkeypatch):
+    from agentrl.eval.weights import load_eval_engine
+
+    monkeypatch.setenv("AGENTRL_NATIVE_BF16", "1")
+    assert load_eval_engine(str(tiny_dir), "cpu").dtype is None
+    assert load_eval_engine(str(tiny_dir), "cpu", exact=False).dtype == torch.bfloat16
