@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from agentrl.eval.runner import task_family
+from agentrl.eval.task_ids import task_family
 from agentrl.planning.plan import decomposition_accuracy
 from agentrl.rollout import EpisodeSpec
 from agentrl.types import Trajectory

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
 from agentrl.engine.decoder import Engine
+from agentrl.eval.task_ids import task_family
 from agentrl.monitor.episode_checks import first_repeat
 from agentrl.rollout import EpisodeSpec, run_episodes
 from agentrl.types import Trajectory
@@ -19,14 +19,6 @@ def eval_specs(episodes: int, levels: list[int], seed0: int) -> list[EpisodeSpec
         EpisodeSpec(seed=seed0 + i, level=levels[i % len(levels)], group_id=i)
         for i in range(episodes)
     ]
-
-
-def task_family(task_id: str) -> str | None:
-    """The task family in a task id ``<family>-L<level>-<hash>``; a library task's id wraps its
-    family's (``library-weather-L2-...`` -> ``weather``); None for an id of another shape (a
-    plugin family's own)."""
-    match = re.match(r"(.+?)-L\d+-", task_id)
-    return match.group(1).removeprefix("library-") if match else None
 
 
 def summarize(trajs: list[Trajectory]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ printed line; a one-family run's summary stays as it was."""
 from __future__ import annotations
 
 import agentrl.envs as envs
-from agentrl.eval.runner import family_line, success_line, summarize, task_family
+from agentrl.eval.runner import family_line, success_line, summarize
+from agentrl.eval.task_ids import task_family
 from agentrl.train.run import curve_point, eval_metrics
 from agentrl.types import RewardBreakdown, Trajectory
 
