@@ -82,7 +82,7 @@ class Engine:
         A bf16 copy's rounding depends on which sequences share a batch (oneDNN picks kernels
         by row count), so a greedy episode can change with its neighbours; in the model's
         fp32 it does not. Held-out evaluations decode this way to be reproducible."""
-        if self.dtype is None or self.dtype == next(self._model.parameters()).dtype:
+        if not self.casts_weights:
             return self
         return Engine(self._model, self.tokenizer, self.stop_ids, self.pad_id,
                       slots=self.slots, share_prefix=self.share_prefix)  # fmt: skip
@@ -106,12 +106,15 @@ class Engine:
         self._model, self._shadows = model, {}
 
     @property
+    def casts_weights(self) -> bool:
+        """Whether decoding runs on a copy in a dtype other than the model's (``dtype``)."""
+        return self.dtype is not None and self.dtype != next(self._model.parameters()).dtype
+
+    @property
     def decodes_own_weights(self) -> bool:
         """False when decoding runs on a copy (in another dtype, or a LoRA policy's merged
         copy): its log-probs differ from the model's by rounding."""
-        if is_lora(self._model):
-            return False
-        return self.dtype is None or self.dtype == next(self._model.parameters()).dtype
+        return not is_lora(self._model) and not self.casts_weights
 
     def decoding_model(self, adapter: str | None = None) -> Any:
         """The module that decodes: the model, or its copy (``dtype``, adapters merged) with

@@ -57,8 +57,9 @@ def call_decomposition(
         scores.append(decomposition_accuracy(steps, list(expected), instance.prompt))
         if expected:
             first = traj.tool_calls[0].get("name") if traj.tool_calls else None
-            first_right[spec.level].append(first == expected[0].name)
-            first_by_family[task_family(traj.task_id)].append(first == expected[0].name)
+            right = first == expected[0].name
+            first_right[spec.level].append(right)
+            first_by_family[task_family(traj.task_id)].append(right)
     if not scores:
         return {}
     out: dict[str, Any] = {"call_decomposition_accuracy": sum(scores) / len(scores)}
