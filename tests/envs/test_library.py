@@ -108,3 +108,45 @@ def test_first_call_is_scored_by_family_for_library_episodes():
     assert len(right) >= 3  # several families among 12 episodes
     assert got["first_tool_by_family"] == {k: sum(v) / len(v) for k, v in sorted(right.items())}
     assert 0.0 in got["first_tool_by_family"].values()  # the first schema is not every need
+
+
+def _first_of(env, family, level, seeds=range(40)):
+    for seed in seeds:
+        env.reset(seed=seed, options={"level": level})
+        if env.instance.data["family"] == family:
+            return seed
+    raise AssertionError(f"no {family} task in seeds {seeds}")
+
+
+def test_family_kwargs_set_a_member_family_s_options():
+    from agentrl.envs.reference import run_reference_episode
+
+    options = {"weather": {"answer_style": "evidence"}, "meeting": {"probe_slots": True}}
+    env = envs.make("library", family_kwargs=options, max_turns=24)
+    plain = envs.make("library", max_turns=24)
+    seed = _first_of(env, "weather", 2)
+    msgs, info = run_reference_episode(env, seed=seed, level=2)
+    answer = msgs[-1]["content"]
+    assert info["success"] and answer.index("°C") < answer.index(" is warmer")  # evidence first
+    msgs, _ = run_reference_episode(plain, seed=seed, level=2)
+    assert " is warmer:" in msgs[-1]["content"]  # the default: the city first
+    seed = _first_of(env, "meeting", 2)
+    msgs, info = run_reference_episode(env, seed=seed, level=2)
+    turns = [m for m in msgs if m["role"] == "assistant"]
+    assert info["success"]
+    assert turns[0]["content"].startswith("First, everyone's time zone")  # delegated note
+    calls = [c["function"]["name"] for t in turns for c in t.get("tool_calls") or []]
+    assert "find_conflicts" in calls  # the slot is found by trying
+    msgs, _ = run_reference_episode(plain, seed=seed, level=2)
+    assert not any(m["content"].startswith("First,") for m in msgs if m["role"] == "assistant")
+
+
+def test_family_kwargs_errors_name_the_family():
+    import pytest
+
+    with pytest.raises(ValueError, match=r"no member family \['wether'\]"):
+        envs.make("library", family_kwargs={"wether": {"answer_style": "evidence"}})
+    with pytest.raises(ValueError, match=r"family_kwargs\['meeting'\].*probe"):
+        envs.make("library", family_kwargs={"meeting": {"probe": True}})
+    with pytest.raises(ValueError, match="answer_style"):
+        envs.make("library", family_kwargs={"weather": {"answer_style": "loud"}})

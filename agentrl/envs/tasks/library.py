@@ -5,6 +5,9 @@ installed, math) is offered at once; each task comes from one family and needs o
 so choosing the right tools among ~15 is part of the task. Verification, process layers and
 the reference solver are the chosen family's own. Library level ``L`` draws family level
 ``L`` (weather and math have no level 0, so the library's levels are 1-3).
+
+``family_kwargs`` sets a member family's own options, e.g. ``{"weather": {"answer_style":
+"evidence"}, "meeting": {"probe_slots": True}}`` (``task.env_kwargs.family_kwargs`` in a config).
 """
 
 from __future__ import annotations
@@ -25,16 +28,35 @@ SYSTEM_PROMPT = (
 )
 
 
-def default_families() -> list[TaskFamily]:
-    """weather, meeting, shop, and math when reasoning-gym is importable."""
-    fams: list[TaskFamily] = [WeatherFamily(), MeetingFamily(), ShopFamily()]
+def default_families(family_kwargs: dict[str, dict[str, Any]] | None = None) -> list[TaskFamily]:
+    """weather, meeting, shop, and math when reasoning-gym is importable; each built with its
+    entry of ``family_kwargs`` (a family name -> its constructor's keywords)."""
+    options = dict(family_kwargs or {})
+    classes: dict[str, type[TaskFamily]] = {
+        "weather": WeatherFamily, "meeting": MeetingFamily, "shop": ShopFamily,
+    }  # fmt: skip
     try:
         from agentrl.envs.tasks.mathgym import MathFamily
 
-        fams.append(MathFamily())
+        classes["math"] = MathFamily
     except ImportError as e:  # said once, not dropped silently
         warnings.warn(f"library tasks without math: {e}", stacklevel=2)
-    return fams
+    unknown = sorted(set(options) - set(classes))
+    if unknown:
+        raise ValueError(
+            f"library family_kwargs: no member family {unknown}; members: {sorted(classes)}"
+        )
+    return [_build(name, cls, options.get(name) or {}) for name, cls in classes.items()]
+
+
+def _build(name: str, cls: type[TaskFamily], kwargs: dict[str, Any]) -> TaskFamily:
+    """``cls(**kwargs)``; a keyword it does not take is named with the family."""
+    if not isinstance(kwargs, dict):
+        raise ValueError(f"library family_kwargs[{name!r}] must be a mapping, got {kwargs!r}")
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ValueError(f"library family_kwargs[{name!r}]: {e}") from e
 
 
 class LibraryFamily(TaskFamily):
@@ -44,8 +66,14 @@ class LibraryFamily(TaskFamily):
     levels = (1, 2, 3)
     system_prompt = SYSTEM_PROMPT
 
-    def __init__(self, families: list[TaskFamily] | None = None) -> None:
-        self.families = {f.name: f for f in (families or default_families())}
+    def __init__(
+        self,
+        families: list[TaskFamily] | None = None,
+        family_kwargs: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        if families is not None and family_kwargs:
+            raise ValueError("library: pass families or family_kwargs, not both")
+        self.families = {f.name: f for f in (families or default_families(family_kwargs))}
         self._probes = {n: self._probe(f) for n, f in self.families.items()}
         names = [t.name for n, f in self.families.items() for t in f.tools(self._probes[n])]
         dupes = sorted({n for n in names if names.count(n) > 1})
@@ -87,6 +115,13 @@ class LibraryFamily(TaskFamily):
         """The chosen family's reference answer."""
         fam, inner = self._inner(instance)
         return fam.reference_answer(inner, results)
+
+    def reference_note(self, instance: TaskInstance, results: dict[int, Any]) -> str:
+        """The chosen family's note before its reference calls (e.g. meeting's with
+        ``probe_slots``), or nothing."""
+        fam, inner = self._inner(instance)
+        fn = getattr(fam, "reference_note", None)
+        return fn(inner, results) if fn else ""
 
     def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, float]:
         """The chosen family's process layers (none for weather)."""
