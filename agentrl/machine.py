@@ -1,8 +1,11 @@
 """Facts about the machine a run is on: the memory this process may still use, and whether
-bf16 matrix products are native here."""
+bf16 matrix products are native here; giving freed heap memory back to the system."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import os
 from pathlib import Path
 
@@ -81,3 +84,26 @@ def _cpu_flags() -> set[str]:
     except OSError:
         pass
     return set()
+
+
+def release_free_memory() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim(0)``); False
+    where the C library has no such call (macOS, musl).
+
+    PyTorch's CPU tensors live in the C heap, and glibc keeps what they free for reuse. With
+    tensors of many sizes (a warm start, a rollout's KV cache, an update's micro-batches) the
+    kept memory grows step after step: a real-model run at 4,096 tokens held 15.9 GB after its
+    warm start, 5.8 GB of it in use (measured by calling this in the running process), and
+    a library run was killed at 24 GB in its fifth step. Called between the phases of a run.
+    """
+    trim = _malloc_trim()
+    return bool(trim is not None and (trim(0) or True))
+
+
+@functools.cache
+def _malloc_trim():
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None

@@ -218,3 +218,22 @@ def test_a_run_of_zero_steps_evaluates_once(tiny_dir, tmp_path, monkeypatch):
     assert summary["eval_after"] == summary["eval_before"]
     curve = [json.loads(x) for x in (run / "eval.jsonl").read_text().splitlines()]
     assert [c["step"] for c in curve] == [0]
+
+
+def test_a_run_gives_freed_memory_back_after_each_phase(tiny_dir, tmp_path, monkeypatch):
+    """After the warm start, each evaluation and each RL step the loop hands the heap's free
+    pages back (``agentrl.machine.release_free_memory``): without it a real-model run's
+    resident memory climbs step after step to the machine's limit."""
+    from agentrl.train import loop
+
+    phases = []
+    monkeypatch.setattr(loop, "release_free_memory", lambda: phases.append("release"))
+    real_step = loop.rl_step
+    monkeypatch.setattr(
+        loop, "rl_step", lambda *a, **k: phases.append("step") or real_step(*a, **k)
+    )
+    run = tmp_path / "run"
+    train(_small(tiny_dir, run, "train.steps=2", "train.eval_episodes=2", "train.warmstart_demos=2",
+                 "train.warmstart_epochs=1"), progress=False)  # fmt: skip
+    # warm start, evaluation before, step 1, step 2, evaluation after
+    assert phases == ["release", "release", "step", "release", "step", "release", "release"]

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from agentrl.config import Config
 from agentrl.eval.runner import family_line
+from agentrl.machine import release_free_memory
 from agentrl.monitor.sinks import check_installed
 from agentrl.monitor.status import crash_record, write_status
 from agentrl.policy.loading import save_policy
@@ -104,6 +105,7 @@ def _train_run(
     with _closing(collector):
         if run.fresh:
             warm_start(cfg, model, tok, make_env, console, progress)
+            release_free_memory()  # the SFT's freed tensors back to the system
         # the reference (and a LoRA run's frozen base): saved by a fresh run before its
         # evaluation, so a stopped evaluation keeps them; loaded back by a resumed run
         run.start_weights(model, device)
@@ -147,6 +149,7 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
                 for event in res.events:
                     console.print(f"curriculum: {event}")
                 run.log_step(step, res.metrics, res.trajs)
+                release_free_memory()  # else a long run's heap grows to the machine's limit
                 if every and (step + 1) % every == 0 and step + 1 < steps:
                     _evaluate(run, generator, make_env, "during", step + 1, collector)
                 run.end_step(step + 1, res.stepped)
@@ -188,6 +191,7 @@ def _evaluate(run: Run, generator, make_env, when: str, step: int,
     if when != "during":
         run.console.print(f"evaluating {when} RL on {episodes} held-out episodes")
     point = run.evaluate(generator, make_env, when, step, program)
+    release_free_memory()
     label = f"step {step}: held-out success" if when == "during" else f"success {when} RL:"
     run.console.print(f"{label} {point['success_rate']:.3f} {point['success_by_level']}")
     if families := family_line(point):
