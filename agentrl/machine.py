@@ -86,6 +86,21 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
+def memory_metrics() -> dict[str, float]:
+    """This process's resident memory now and its peak so far, in GB (``system/rss_gb``,
+    ``system/peak_rss_gb``, from /proc/self/status); empty where there is no /proc."""
+    names = {"VmRSS": "system/rss_gb", "VmHWM": "system/peak_rss_gb"}
+    out: dict[str, float] = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in names:
+                out[names[key]] = int(value.split()[0]) / 2**20  # kB -> GB
+    except (OSError, ValueError, IndexError):
+        return {}
+    return out
+
+
 def release_free_memory() -> bool:
     """Hand the C heap's free pages back to the system (glibc's ``malloc_trim(0)``); False
     where the C library has no such call (macOS, musl).

@@ -237,3 +237,6 @@ def test_a_run_gives_freed_memory_back_after_each_phase(tiny_dir, tmp_path, monk
                  "train.warmstart_epochs=1"), progress=False)  # fmt: skip
     # warm start, evaluation before, step 1, step 2, evaluation after
     assert phases == ["release", "release", "step", "release", "step", "release", "release"]
+    steps = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    for m in steps:  # each step logs its resident memory after the release, and the peak
+        assert 0.1 < m["system/rss_gb"] <= m["system/peak_rss_gb"] < 64

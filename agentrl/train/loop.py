@@ -13,7 +13,7 @@ from rich.console import Console
 
 from agentrl.config import Config
 from agentrl.eval.runner import family_line
-from agentrl.machine import release_free_memory
+from agentrl.machine import memory_metrics, release_free_memory
 from agentrl.monitor.sinks import check_installed
 from agentrl.monitor.status import crash_record, write_status
 from agentrl.policy.loading import save_policy
@@ -148,8 +148,9 @@ def _rl_run(run: Run, cfg: Config, progress: bool, on_step: Callable[[int], None
                               tok.pad_token_id, amp, collector, played)  # fmt: skip
                 for event in res.events:
                     console.print(f"curriculum: {event}")
-                run.log_step(step, res.metrics, res.trajs)
                 release_free_memory()  # else a long run's heap grows to the machine's limit
+                res.metrics.update(memory_metrics())  # resident after the release, and peak
+                run.log_step(step, res.metrics, res.trajs)
                 if every and (step + 1) % every == 0 and step + 1 < steps:
                     _evaluate(run, generator, make_env, "during", step + 1, collector)
                 run.end_step(step + 1, res.stepped)
