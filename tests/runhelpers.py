@@ -3,12 +3,24 @@ steps (and kill some of them)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+
+def replayable_metrics(run: Path) -> list[dict]:
+    """A run's metrics.jsonl lines without what the machine measures (seconds, rates, the
+    process's memory): what a resumed run must reproduce exactly."""
+    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    measured = ("time/", "system/")
+    return [
+        {k: v for k, v in m.items() if not k.startswith(measured) and not k.endswith("_per_s")}
+        for m in lines
+    ]
 
 
 def assistant_turns(ids: list[int], mask: list[int]) -> list[list[int]]:

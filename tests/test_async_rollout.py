@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from runhelpers import run_and_kill, tiny_run_overrides, use_tool_calling_generator
+from runhelpers import (
+    replayable_metrics,
+    run_and_kill,
+    tiny_run_overrides,
+    use_tool_calling_generator,
+)
 from typer.testing import CliRunner
 
 from agentrl.checkpoint import latest_checkpoint, load_checkpoint
@@ -52,14 +57,6 @@ def _overrides(tiny_dir: Path, run: Path) -> list[str]:
     ]
 
 
-def _metrics(run: Path) -> list[dict]:
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    return [
-        {k: v for k, v in m.items() if not k.startswith("time/") and not k.endswith("_per_s")}
-        for m in lines
-    ]
-
-
 def _weights(run: Path) -> dict[str, torch.Tensor]:
     from transformers import AutoModelForCausalLM
 
@@ -77,7 +74,7 @@ def straight(tiny_dir, tmp_path_factory) -> Path:
 
 
 def test_each_step_trains_on_episodes_exactly_as_stale_as_the_schedule_says(straight):
-    lines = _metrics(straight)
+    lines = replayable_metrics(straight)
     assert [m["rollout/staleness"] for m in lines] == [min(s, STALENESS) for s in range(STEPS)]
     # step 0 is played by the weights it trains: every importance weight is 1
     assert lines[0]["rollout/is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
@@ -114,7 +111,7 @@ def test_kill_9_mid_run_then_resume_equals_the_run_never_killed(straight, tiny_d
         use_tool_calling_generator(loop)
         result = CliRunner().invoke(app, ["train", "--resume", str(run), "--quiet"])
     assert result.exit_code == 0, result.output
-    assert _metrics(run) == _metrics(straight)
+    assert replayable_metrics(run) == replayable_metrics(straight)
     a, b = _weights(straight), _weights(run)
     assert [k for k in a if not torch.equal(a[k], b[k])] == []
 
@@ -149,7 +146,7 @@ def test_a_lora_run_pushes_only_the_adapters_to_its_worker(tiny_dir, tmp_path):
         mp.setattr(loop, "load_generator", loop.load_generator)
         use_tool_calling_generator(loop)
         train(build_config({}, overrides), progress=False)
-    lines = _metrics(run)
+    lines = replayable_metrics(run)
     assert [m["rollout/staleness"] for m in lines] == [0.0, 1.0, 2.0]
     jobs = load_checkpoint(run / "checkpoints" / "step_000002")["rollout_jobs"]
     assert [j["step"] for j in jobs] == [2] and jobs[0]["weights"]

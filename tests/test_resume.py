@@ -17,7 +17,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from runhelpers import run_and_kill, tiny_run_overrides, use_tool_calling_generator
+from runhelpers import (
+    replayable_metrics,
+    run_and_kill,
+    tiny_run_overrides,
+    use_tool_calling_generator,
+)
 from typer.testing import CliRunner
 
 from agentrl.checkpoint import latest_checkpoint, load_checkpoint
@@ -61,14 +66,6 @@ def _overrides(tiny_dir: Path, run: Path, every: int, algo: str = "ppo") -> list
     ]
 
 
-def _metric_lines(run: Path) -> list[dict]:
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
-    return [
-        {k: v for k, v in m.items() if not k.startswith("time/") and not k.endswith("_per_s")}
-        for m in lines
-    ]
-
-
 def _final_state(run: Path) -> dict[str, torch.Tensor]:
     from transformers import AutoModelForCausalLM
 
@@ -105,7 +102,7 @@ def _tool_calls(run: Path) -> int:
 
 
 def _assert_same_run(a: Path, b: Path) -> None:
-    lines_a, lines_b = _metric_lines(a), _metric_lines(b)
+    lines_a, lines_b = replayable_metrics(a), replayable_metrics(b)
     assert [m["step"] for m in lines_b] == list(range(STEPS))
     assert lines_a == lines_b
     assert _tool_calls(a) == _tool_calls(b) > 0
