@@ -108,11 +108,15 @@ def release_free_memory() -> bool:
     PyTorch's CPU tensors live in the C heap, and glibc keeps what they free for reuse. With
     tensors of many sizes (a warm start, a rollout's KV cache, an update's micro-batches) the
     kept memory grows step after step: a real-model run at 4,096 tokens held 15.9 GB after its
-    warm start, 5.8 GB of it in use (measured by calling this in the running process), and
-    a library run was killed at 24 GB in its fifth step. Called between the phases of a run.
+    warm start, 5.8 GB of it in use (measured by calling ``malloc_trim`` in the running
+    process), and a library run was killed at 24 GB in its fifth step. Called between the
+    phases of a run.
     """
     trim = _malloc_trim()
-    return bool(trim is not None and (trim(0) or True))
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 @functools.cache
