@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from agentrl.envs.task import TaskFamily, TaskInstance
@@ -32,35 +33,36 @@ def default_families(family_kwargs: dict[str, dict[str, Any]] | None = None) -> 
     """weather, meeting, shop, and math when reasoning-gym is importable; each built with its
     entry of ``family_kwargs`` (a family name -> its constructor's keywords)."""
     options = dict(family_kwargs or {})
-    classes: dict[str, type[TaskFamily]] = {
-        "weather": WeatherFamily, "meeting": MeetingFamily, "shop": ShopFamily,
+    makers: dict[str, Callable[..., TaskFamily]] = {
+        "weather": WeatherFamily, "meeting": MeetingFamily, "shop": ShopFamily, "math": _math,
     }  # fmt: skip
-    try:
-        from agentrl.envs.tasks.mathgym import MathFamily
-
-        classes["math"] = MathFamily
-    except ImportError as e:  # said once, not dropped silently
-        warnings.warn(f"library tasks without math: {e}", stacklevel=2)
-    unknown = sorted(set(options) - set(classes))
+    unknown = sorted(set(options) - set(makers))
     if unknown:
         raise ValueError(
-            f"library family_kwargs: no member family {unknown}; members: {sorted(classes)}"
+            f"library family_kwargs: no member family {unknown}; members: {sorted(makers)}"
         )
     families = []
-    for name, cls in classes.items():
+    for name, make in makers.items():
         try:
-            families.append(_build(name, cls, options.get(name) or {}))
-        except ImportError as e:  # math whose reasoning-gym is missing: said, not dropped silently
+            families.append(_build(name, make, options.get(name) or {}))
+        except ImportError as e:  # math without reasoning-gym: said once, not dropped silently
             warnings.warn(f"library tasks without {name}: {e}", stacklevel=2)
     return families
 
 
-def _build(name: str, cls: type[TaskFamily], kwargs: dict[str, Any]) -> TaskFamily:
-    """``cls(**kwargs)``; a keyword it does not take is named with the family."""
+def _math(**kwargs: Any) -> TaskFamily:
+    """The math family, imported only here: it needs the optional reasoning-gym."""
+    from agentrl.envs.tasks.mathgym import MathFamily
+
+    return MathFamily(**kwargs)
+
+
+def _build(name: str, make: Callable[..., TaskFamily], kwargs: dict[str, Any]) -> TaskFamily:
+    """``make(**kwargs)``; a keyword it does not take is named with the family."""
     if not isinstance(kwargs, dict):
         raise ValueError(f"library family_kwargs[{name!r}] must be a mapping, got {kwargs!r}")
     try:
-        return cls(**kwargs)
+        return make(**kwargs)
     except TypeError as e:
         raise ValueError(f"library family_kwargs[{name!r}]: {e}") from e
 
