@@ -79,12 +79,14 @@ def test_two_ray_workers_play_the_same_episodes_and_learn_the_same(local_and_ray
     assert [m["rollout/worker_restarts"] for m in lines] == [0.0] * STEPS
     load = lambda d: AutoModelForCausalLM.from_pretrained(d).state_dict()  # noqa: E731
     start, a, b = load(tiny_dir), load(local / "model"), load(ray_run / "model")
-    moved = max(float((a[k] - start[k]).abs().max()) for k in a)
-    apart = max(float((a[k] - b[k]).abs().max()) for k in a)
-    assert moved > 1e-3  # RL changed the weights ...
+    norm = lambda parts: sum(float((x**2).sum()) for x in parts) ** 0.5  # noqa: E731
+    moved = norm(a[k] - start[k] for k in a)  # L2 over all weights
+    apart = norm(a[k] - b[k] for k in a)
+    assert moved > 0.1  # RL changed the weights ...
     # ... and both runs the same way: the Ray run's ratios start from recomputed log-probs,
-    # whose rounding Adam magnifies only where a gradient is near zero (measured: 4% of moved)
-    assert apart < moved / 10
+    # whose rounding Adam magnifies only where a gradient is near zero (measured: apart is
+    # 0.05-0.12% of moved; the largest single weights can differ by a third of the largest move)
+    assert apart < moved / 50
 
 
 def test_a_worker_killed_mid_step_is_replaced_and_its_share_replayed(local_and_ray, tiny_dir,

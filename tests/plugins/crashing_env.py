@@ -1,8 +1,9 @@
 """A ``task.imports`` plugin for tests/test_ray_rollout.py: weather whose process dies.
 
-``weather_crash_once`` (``task.env_kwargs: {flag: PATH}``): an env step kills its process
-(``os._exit``) if the file ``flag`` does not exist yet, creating it first; once it exists every
-step is plain weather. ``weather_crash_always``: every step kills its process.
+``weather_crash_once`` (``task.env_kwargs: {flag: PATH}``): the one env step that creates the
+file ``flag`` (atomically, so two workers stepping at once cannot both die) kills its process
+(``os._exit``); every other step is plain weather. ``weather_crash_always``: every step kills
+its process.
 """
 
 from __future__ import annotations
@@ -22,10 +23,17 @@ class _Crashing:
         return getattr(self.env, name)
 
     def step(self, action_text: str):
-        if self.always or not self.flag.exists():
-            self.flag.write_text(str(os.getpid()))
+        if self.always or self._created_flag():
             os._exit(3)
         return self.env.step(action_text)
+
+    def _created_flag(self) -> bool:
+        """Whether this call made ``flag`` (O_EXCL: exactly one caller across processes)."""
+        try:
+            os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return False
+        return True
 
 
 def _factory(always: bool):
