@@ -10,7 +10,7 @@ from envhelpers import call, play
 
 import agentrl.envs as envs
 from agentrl.envs import TaskInstance, check_env
-from agentrl.envs.tasks.meeting import MeetingFamily, email_ok
+from agentrl.envs.tasks.meeting import MeetingFamily, email_ok, email_score
 
 DAY = "2025-03-12"  # US clocks moved on 9 March, Europe's on 30 March: 5 h apart, not 6
 
@@ -104,6 +104,39 @@ def test_process_reward_counts_milestones():
     assert info["termination"] == "failure"
     assert info["reward"].layers["progress"] == pytest.approx(0.25)
     assert info["reward"].weights["progress"] > 0 > info["reward"].weights["reask"]
+
+
+@pytest.mark.parametrize(
+    ("body", "to", "want"),
+    [
+        (GOOD[0], ("Bob",), 1.0),
+        ("Alice: 16:00\nBob: 10:00", ("Bob",), 3 / 4),  # slot fine, Bob's time 6 h off
+        ("Alice: 15:00\nBob: 10:00", ("Bob",), 3 / 4),  # Bob busy; both local times right
+        ("Alice: 16:00 (Paris)", ("Bob",), 3 / 4),  # Bob's line missing
+        ("Alice: 16:00 or 10:00 or 12:00\nBob: 11:00", ("Bob",), 3 / 4),  # a list of guesses
+        (GOOD[0], ("Carol",), 3 / 4),  # Bob not invited
+        ("Let us meet at four.", ("Bob",), 1 / 4),  # no start named: only the invitation
+        ("Let us meet at four.", (), 0.0),
+    ],
+)
+def test_email_score_grades_each_check_and_is_one_exactly_when_the_email_passes(body, to, want):
+    draft = {"to": list(to), "body": body}
+    assert email_score(world(), draft) == pytest.approx(want)
+    assert email_ok(world(), draft) == (want == 1.0)
+
+
+def test_progress_grades_the_email_by_its_checks():
+    """Timezones fetched, no calendars or free probe, an email with Bob's time wrong: the
+    progress is (1 + 0 + 0 + 3/4) / 4; a right email in the same place adds the last 1/4."""
+    wrong = play(envs.make("meeting"), [call("get_timezone", person="Alice")
+                 + call("get_timezone", person="Bob"), email("Alice: 16:00\nBob: 10:00"),
+                 "Drafted."], instance=instance())  # fmt: skip
+    right = play(envs.make("meeting"), [call("get_timezone", person="Alice")
+                 + call("get_timezone", person="Bob"), email(GOOD[0]), "Drafted."],
+                 instance=instance())  # fmt: skip
+    assert wrong["termination"] == "failure" and right["termination"] == "success"
+    assert wrong["reward"].layers["progress"] == pytest.approx((1 + 0.75) / 4)
+    assert right["reward"].layers["progress"] == pytest.approx(2 / 4)
 
 
 def test_level0_subtask_verifier():

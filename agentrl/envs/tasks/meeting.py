@@ -27,6 +27,10 @@ differs) and no other time. Levels 1-3 - the last drafted email goes to every ot
 participant and, on a line naming each participant, states the start of one slot in that
 person's local time (with the local date when it differs from the organizer's); the slot
 must lie inside every participant's working hours and be free in every calendar.
+
+Process reward (``progress``, levels 1-3): the time zones read, the calendars read, a free
+start found, and the last email graded by ``email_score`` (the share of its checks that pass),
+so a draft with most local times right earns more than one with none.
 """
 
 from __future__ import annotations
@@ -294,8 +298,10 @@ class MeetingFamily(TaskFamily):
         return f"{tried} is not free ({why}). Next try: {call.arguments['start']}."
 
     def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, float]:
-        """``progress``: milestones reached; ``reask``: information fetched twice."""
-        names = list(instance.data["world"]["people"])
+        """``progress``: milestones reached (the last, the email, graded by ``email_score``);
+        ``reask``: information fetched twice."""
+        world, outbox = instance.data["world"], instance.data.get("outbox") or []
+        names = list(world["people"])
         ok = [e for e in call_log if e["ok"]]
 
         def fetched(tool_name: str) -> bool:
@@ -317,7 +323,7 @@ class MeetingFamily(TaskFamily):
                 fetched("get_timezone"),
                 fetched("get_busy"),
                 any(e["name"] == "find_conflicts" and '"free": true' in e["content"] for e in ok),
-                bool(instance.data.get("outbox")),
+                email_score(world, outbox[-1]) if outbox else 0.0,
             ]
         return {"progress": sum(steps) / len(steps), "reask": float(duplicate_results(call_log))}
 
@@ -332,22 +338,36 @@ def _person_line(body: str, name: str) -> str | None:
 
 def email_ok(world: dict, draft: dict) -> bool:
     """Does ``draft`` invite everyone to one feasible slot, in each person's local time?"""
+    return email_score(world, draft) == 1.0
+
+
+def email_score(world: dict, draft: dict) -> float:
+    """The share of the email's checks that pass (1.0 exactly when ``email_ok``).
+
+    Checks: everyone else is invited; the organizer's line names a start (its first time) that
+    is free and inside everyone's hours; and, for each person, their line gives that start's
+    local time (with the date where it differs) and at most two times. Without a start on the
+    organizer's line only the invitation can pass. A graded process step: a draft with three of
+    four local times right scores above one with none, where the verifier fails both.
+    """
     people = world["people"]
     org = world["organizer"]
     to = {str(t).strip().casefold() for t in draft.get("to", [])}
-    if not all(p.casefold() in to for p in people if p != org):
-        return False
+    passed = [all(p.casefold() in to for p in people if p != org)]
+    total = 2 + len(people)
     body = str(draft.get("body", ""))
     lines = {p: _person_line(body, p) for p in people}
-    if any(line is None or len(times_in(line)) > 2 for line in lines.values()):
-        return False
+    if lines[org] is None:
+        return sum(passed) / total
     start = local_dt(world["date"], times_in(lines[org])[0], people[org]["timezone"])
-    if slot_problems(world, start, world["minutes"]):
-        return False
+    passed.append(not slot_problems(world, start, world["minutes"]))
     for p, info in people.items():
         loc = start.astimezone(ZoneInfo(info["timezone"]))
-        if times_in(lines[p])[0] != f"{loc:%H:%M}":
-            return False
-        if loc.date().isoformat() != world["date"] and loc.date().isoformat() not in lines[p]:
-            return False
-    return True
+        line = lines[p]
+        passed.append(
+            line is not None
+            and len(times_in(line)) <= 2
+            and times_in(line)[0] == f"{loc:%H:%M}"
+            and (loc.date().isoformat() == world["date"] or loc.date().isoformat() in line)
+        )
+    return sum(passed) / total
