@@ -148,11 +148,14 @@ def train_rows(
     group_by_length: bool = True,
     amp_dtype: torch.dtype | None = None,
     max_logits: int | None = None,
+    stop_loss: float | None = None,
 ) -> dict[str, Any]:
     """Train on pre-tokenized ``(ids, loss_mask)`` rows; the loop behind ``sft_train``.
 
     Deterministic given ``seed`` (data order and torch RNG). ``final_loss`` is the mean loss
-    over the last up-to-10 steps.
+    over the last up-to-10 steps; ``steps`` the steps taken.
+    ``stop_loss``: stop once that mean (over 10 full steps) is at or below it, before the planned
+    epochs end: a warm start that still samples varied actions for RL to tell apart.
 
     ``group_by_length`` batches rows of similar length (less padding); plain shuffled batches
     learn copy drills markedly faster, so the tiny model's drill phase turns it off.
@@ -172,7 +175,7 @@ def train_rows(
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
     model.train()
     recent: list[float] = []
-    tokens, vocab = 0, vocab_size(model)
+    tokens, vocab, taken = 0, vocab_size(model), 0
     with _progress(progress, desc, len(plan)) as advance:
         for step, idx in enumerate(plan):
             for g in opt.param_groups:
@@ -193,9 +196,12 @@ def train_rows(
             opt.step()
             recent = (recent + [loss_value])[-10:]
             advance(f"{desc} loss {sum(recent) / len(recent):.4f}")
+            taken = step + 1
+            if stop_loss is not None and len(recent) == 10 and sum(recent) / 10 <= stop_loss:
+                break
     model.eval()
     final = sum(recent) / len(recent) if recent else float("nan")
-    return {"steps": len(plan), "final_loss": final, "tokens": tokens}
+    return {"steps": taken, "planned_steps": len(plan), "final_loss": final, "tokens": tokens}
 
 
 class _progress:

@@ -64,6 +64,27 @@ def test_loss_drops_and_is_deterministic(tok) -> None:
     assert first2["tokens"] == first["tokens"]
 
 
+def test_stop_loss_ends_the_sft_at_the_first_window_at_or_below_it(tok) -> None:
+    """The run stops at the first step whose 10-step mean loss is at or below ``stop_loss``;
+    the steps it took are exactly those of the same run without it up to that point."""
+    data = sorted(make_corpus(40, seed=1), key=lambda ex: len(str(ex)))[:4]
+    full = sft_train(make_model(tok, seed=0, copy_heads=False, **SMALL), tok, data,
+                     epochs=40, lr=1e-2, batch_size=4, progress=False)  # fmt: skip
+    assert full["steps"] == full["planned_steps"] == 40
+    never = sft_train(make_model(tok, seed=0, copy_heads=False, **SMALL), tok, data, epochs=40,
+                      lr=1e-2, batch_size=4, progress=False, stop_loss=1e-9)  # fmt: skip
+    assert never["steps"] == 40 and never["final_loss"] == pytest.approx(full["final_loss"])
+    at_once = sft_train(make_model(tok, seed=0, copy_heads=False, **SMALL), tok, data, epochs=40,
+                        lr=1e-2, batch_size=4, progress=False, stop_loss=1e9)  # fmt: skip
+    assert at_once["steps"] == 10  # the first full window
+    # a threshold between the first window's loss and the end's: stops in between
+    target = (at_once["final_loss"] + full["final_loss"]) / 2
+    mid = sft_train(make_model(tok, seed=0, copy_heads=False, **SMALL), tok, data, epochs=40,
+                    lr=1e-2, batch_size=4, progress=False, stop_loss=target)  # fmt: skip
+    assert 10 < mid["steps"] < 40 and mid["planned_steps"] == 40
+    assert mid["final_loss"] <= target
+
+
 def test_micro_batches_give_the_whole_batch_loss_and_gradients(tiny_policy) -> None:
     """Cut into micro-batches by ``max_logits``, a batch's loss and every gradient equal the
     whole batch's (the same token mean), and the cut respects the budget."""

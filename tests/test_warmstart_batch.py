@@ -26,6 +26,9 @@ def test_the_warm_start_batch_size_reaches_the_sft_loop(monkeypatch):
     assert _captured_sft_kwargs(monkeypatch, [])["batch_size"] == 8  # the default, as before
     seen = _captured_sft_kwargs(monkeypatch, ["train.warmstart_batch_size=2"])
     assert seen["batch_size"] == 2 and seen["demos"] == 6
+    assert seen["stop_loss"] is None  # the default: all epochs
+    seen = _captured_sft_kwargs(monkeypatch, ["train.warmstart_stop_loss=0.05"])
+    assert seen["stop_loss"] == 0.05
 
 
 def test_a_saved_warm_start_is_loaded_instead_of_sft(monkeypatch, tmp_path, tiny_dir):

@@ -168,6 +168,13 @@ class TrainConfig(Section):
     warmstart_batch_size: int = Field(
         8, ge=1, description="Demonstrations per SFT step (fewer: more updates for the same data)."
     )
+    warmstart_stop_loss: float | None = Field(
+        None,
+        gt=0,
+        description="Stop the warm-start SFT once its loss (mean of 10 steps) is at or below "
+        "this, before the epochs end; None: all epochs. A warm start trained to a loss near 0 "
+        "samples nearly one action, leaving RL's groups little to compare.",
+    )
     warmstart_seed: int = Field(5_000, description="Seed of the first warm-start demonstration.")
     warmstart_from: str | None = Field(
         None,

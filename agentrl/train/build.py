@@ -147,7 +147,7 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
     # tokens, and a cut one never shows the final answer
     max_len = max(1024, cfg.rollout.max_total_tokens)
     kwargs = {"epochs": t.warmstart_epochs, "lr": t.warmstart_lr, "seed": t.seed,
-              "batch_size": t.warmstart_batch_size,
+              "batch_size": t.warmstart_batch_size, "stop_loss": t.warmstart_stop_loss,
               "progress": progress, "desc": "warm start",
               "amp_dtype": autocast_dtype(t.autocast, device),
               "max_logits": WARMSTART_MAX_LOGITS}  # fmt: skip
