@@ -2,7 +2,8 @@
 
 For each (K, depth) of the grid the same held-out episodes are played with
 ``agentrl.planning.search_episodes`` (K = 1 is plain greedy decoding); prints success, tokens
-generated (kept turns + branches) and seconds per episode, and writes them to ``--json``.
+generated (kept turns + branches) and seconds per episode, and writes them to ``--json`` with
+each episode's seed, level, success and termination (cells compare episode by episode).
 Not a test: prints figures.
 
     python bench/tree_search.py runs/smollm2_weather --levels 3 --episodes 24 \
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from agentrl.envs import make
 from agentrl.eval.api import load_eval_engine, run_settings
@@ -22,6 +24,11 @@ from agentrl.planning import search_episodes
 
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _tick(done: int, total: int) -> None:
+    if done % 8 == 0 or done == total:
+        print(f"  {done} / {total} episodes", file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -34,6 +41,11 @@ def main() -> None:
     ap.add_argument("--k", default="1,2,4", help="Candidates per turn, comma-separated.")
     ap.add_argument("--depth", default="1,3", help="Lookahead turns, comma-separated.")
     ap.add_argument("--weights", default="final", help="final or start (a run directory's).")
+    ap.add_argument("--as-eval-over", default=None, metavar="LEVELS",
+                    help="Pick the episodes an evaluation over these levels (comma-separated) "
+                    "plays with --episodes, then keep those of --levels: the same seeds as "
+                    "`agentrl eval --levels LEVELS`, so greedy and search compare episode by "
+                    "episode.")  # fmt: skip
     ap.add_argument("--json", default=None, help="Write the figures here.")
     args = ap.parse_args()
 
@@ -45,28 +57,36 @@ def main() -> None:
     max_new, max_total = own.get("max_new_tokens", 96), own.get("max_total_tokens", 1024)
     generator = load_eval_engine(args.policy, "cpu", args.weights)
     make_env = lambda: make(task, max_turns=max_turns, **kwargs)  # noqa: E731
-    specs = eval_specs(args.episodes, levels, args.seed)
+    if args.as_eval_over:
+        specs = [sp for sp in eval_specs(args.episodes, _ints(args.as_eval_over), args.seed)
+                 if sp.level in levels]  # fmt: skip
+    else:
+        specs = eval_specs(args.episodes, levels, args.seed)
     rows = []
-    print(f"{task} levels {levels}, {args.episodes} held-out episodes, {args.policy}")
+    print(f"{task} levels {levels}, {len(specs)} held-out episodes, {args.policy}")
     print("| K | depth | success | tokens / episode (kept + branches) | s / episode |")
     print("|---|---|---|---|---|")
     for k in _ints(args.k):
         for depth in _ints(args.depth) if k > 1 else [1]:
             trajs, cost = search_episodes(generator, make_env, specs, k=k, depth=depth,
                                           max_new_tokens=max_new,
-                                          max_total_tokens=max_total)  # fmt: skip
+                                          max_total_tokens=max_total,
+                                          on_episode=_tick)  # fmt: skip
             s = summarize(trajs)
             n = len(specs)
             row = {"k": k, "depth": depth, "success_rate": s["success_rate"],
                    "success_by_level": s["success_by_level"], **cost.as_dict(),
-                   "s_per_episode": cost.seconds / n}  # fmt: skip
+                   "s_per_episode": cost.seconds / n,
+                   "episodes": [{"seed": sp.seed, "level": sp.level, "success": t.success,
+                                 "termination": t.termination}
+                                for sp, t in zip(specs, trajs, strict=True)]}  # fmt: skip
             rows.append(row)
             print(f"| {k} | {depth} | {s['success_rate']:.3f} | "
                   f"{cost.episode_tokens / n:.0f} + {cost.branch_tokens / n:.0f} | "
                   f"{cost.seconds / n:.1f} |", flush=True)  # fmt: skip
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"task": task, "levels": levels, "episodes": args.episodes, "rows": rows},
+            json.dump({"task": task, "levels": levels, "episodes": len(specs), "rows": rows},
                       f, indent=1)  # fmt: skip
 
 
