@@ -151,30 +151,22 @@ class TrainConfig(Section):
         description="Also score the general-capability check (48 plain questions, no tools) "
         "before and after RL: general_before / general_after / general_drop in the summary.",
     )
-    seed_limit: int = Field(
-        10_000, ge=1, description="Training task seeds are drawn from [0, seed_limit)."
-    )
+    seed_limit: int = Field(10_000, ge=1, description="Training seeds: [0, seed_limit).")
     warmstart_demos: int = Field(
         64,
         ge=0,
         description="Reference demonstrations for the SFT warm start (0 = none); a few dozen, "
         "as in the seeds (003 section 6.4).",
     )
-    warmstart_levels: list[int] = Field(
-        default_factory=lambda: [1, 2, 3], description="Levels the demonstrations are drawn from."
-    )
+    warmstart_levels: list[int] = Field(default_factory=lambda: [1, 2, 3],
+                                        description="Demonstration levels.")  # fmt: skip
     warmstart_epochs: int = Field(4, ge=1, description="Passes over the demonstrations.")
     warmstart_lr: float = Field(1e-3, gt=0)
-    warmstart_batch_size: int = Field(
-        8, ge=1, description="Demonstrations per SFT step (fewer: more updates for the same data)."
-    )
-    warmstart_stop_loss: float | None = Field(
-        None,
-        gt=0,
-        description="Stop the warm-start SFT once its loss (mean of 10 steps) is at or below "
-        "this, before the epochs end; None: all epochs. A warm start trained to a loss near 0 "
-        "samples nearly one action, leaving RL's groups little to compare.",
-    )
+    warmstart_batch_size: int = Field(8, ge=1, description="Demonstrations per SFT step "
+                                      "(fewer: more updates for the same data).")  # fmt: skip
+    warmstart_stop_loss: float | None = Field(None, gt=0, description="Stop the warm-start SFT "
+        "once its 10-step mean loss is at or below this (None: all epochs): a warm start near "
+        "loss 0 samples nearly one action, leaving RL's groups little to compare.")  # fmt: skip
     warmstart_seed: int = Field(5_000, description="Seed of the first warm-start demonstration.")
     warmstart_from: str | None = Field(
         None,
