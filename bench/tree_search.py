@@ -14,21 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from agentrl.envs import make
-from agentrl.eval.api import load_eval_engine, run_settings
+from agentrl.eval.api import load_eval_engine, run_settings, stderr_progress
 from agentrl.eval.runner import eval_specs, summarize
 from agentrl.planning import search_episodes
 
 
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
-
-
-def _tick(done: int, total: int) -> None:
-    if done % 8 == 0 or done == total:
-        print(f"  {done} / {total} episodes", file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -71,7 +65,7 @@ def main() -> None:
             trajs, cost = search_episodes(generator, make_env, specs, k=k, depth=depth,
                                           max_new_tokens=max_new,
                                           max_total_tokens=max_total,
-                                          on_episode=_tick)  # fmt: skip
+                                          on_episode=stderr_progress(len(specs)))  # fmt: skip
             s = summarize(trajs)
             n = len(specs)
             row = {"k": k, "depth": depth, "success_rate": s["success_rate"],
