@@ -4,10 +4,13 @@ For each (K, depth) of the grid the same held-out episodes are played with
 ``agentrl.planning.search_episodes`` (K = 1 is plain greedy decoding); prints success, tokens
 generated (kept turns + branches) and seconds per episode, and writes them to ``--json`` with
 each episode's seed, level, success and termination (cells compare episode by episode).
-Not a test: prints figures.
+The search runs batched across episodes (``agentrl.planning.search_batch``); ``--peer N``
+also plays each cell's first N episodes one at a time (the unbatched path, the peer) and
+batched, and prints the speedup and whether both kept the same tokens. Not a test: prints
+figures.
 
     python bench/tree_search.py runs/smollm2_weather --levels 3 --episodes 24 \
-        --k 1,2,4 --depth 1,3 --json /tmp/search.json
+        --k 1,2,4 --depth 1,3 --peer 4 --json /tmp/search.json
 """
 
 from __future__ import annotations
@@ -25,6 +28,19 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
+def peer_timing(generator, make_env, specs, cell: dict) -> dict:
+    """``specs`` searched one episode at a time and batched: seconds per episode, the speedup,
+    and whether both kept the same tokens (they should, up to rounding)."""
+    one, one_cost = search_episodes(generator, make_env, specs, batched=False, **cell)
+    many, cost = search_episodes(generator, make_env, specs, batched=True, **cell)
+    n = len(specs)
+    same = sum(a.token_ids == b.token_ids for a, b in zip(one, many, strict=True))
+    return {"episodes": n, "one_at_a_time_s_per_episode": round(one_cost.seconds / n, 2),
+            "batched_s_per_episode": round(cost.seconds / n, 2),
+            "speedup": round(one_cost.seconds / max(cost.seconds, 1e-9), 2),
+            "identical_episodes": same}  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("policy", help="A run directory (its task settings are used) or model path.")
@@ -40,6 +56,9 @@ def main() -> None:
                     "plays with --episodes, then keep those of --levels: the same seeds as "
                     "`agentrl eval --levels LEVELS`, so greedy and search compare episode by "
                     "episode.")  # fmt: skip
+    ap.add_argument("--peer", type=int, default=0, metavar="N",
+                    help="Also time each cell's first N episodes one at a time against "
+                    "batched (0: no peer).")  # fmt: skip
     ap.add_argument("--json", default=None, help="Write the figures here.")
     args = ap.parse_args()
 
@@ -78,6 +97,11 @@ def main() -> None:
             print(f"| {k} | {depth} | {s['success_rate']:.3f} | "
                   f"{cost.episode_tokens / n:.0f} + {cost.branch_tokens / n:.0f} | "
                   f"{cost.seconds / n:.1f} |", flush=True)  # fmt: skip
+            if args.peer:
+                cell = {"k": k, "depth": depth, "max_new_tokens": max_new,
+                        "max_total_tokens": max_total}  # fmt: skip
+                row["peer"] = peer_timing(generator, make_env, specs[: args.peer], cell)
+                print(f"  first {args.peer}: {row['peer']}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"task": task, "levels": levels, "episodes": len(specs), "rows": rows},

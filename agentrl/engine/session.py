@@ -47,6 +47,7 @@ class _Seq:
         None  # (greedy, temperature, top_p); None: the session's
     )
     constraint: TurnConstraint | None = None  # a grammar over each turn's tokens
+    fork_of: tuple[_Seq, int] | None = None  # (source, its cached tokens to copy at slot time)
 
 
 class DecodeSession:
@@ -96,16 +97,49 @@ class DecodeSession:
         self.seqs[key] = seq
         self.queue.append(seq)
 
-    def extend(self, key: Hashable, delta: list[int], max_new: int) -> None:
+    def extend(self, key: Hashable, delta: list[int], max_new: int,
+               sampling: tuple[bool, float, float] | None = None) -> None:  # fmt: skip
         """The next turn of ``key``: the environment's ``delta`` is appended after the last
-        turn (whose final sampled token is still unfed)."""
+        turn (whose final sampled token is still unfed). ``sampling``: its (greedy,
+        temperature, top_p) from this turn on (a search follows a sampled branch greedily)."""
         seq = self.seqs[key]
+        if sampling is not None:
+            if not sampling[0] and seq.generator is None:
+                raise ValueError(f"{key!r} was added greedy: it has no sampling seed")
+            seq.sampling = sampling
         seq.unfed.extend(delta)
         seq.max_new, seq.turn_ids, seq.turn_logprobs = max_new, [], []
         seq.decoding = False
         if seq.constraint is not None:
             seq.constraint.reset()
         self._pending_turn.add(key)
+
+    def fork(self, key: Hashable, source: Hashable, max_new: int, seed: int | None,
+             sampling: tuple[bool, float, float] | None = None) -> None:  # fmt: skip
+        """A new sequence ``key`` that continues ``source``'s history: when it takes a slot it
+        gets a copy of the tokens ``source`` has cached now, then feeds the ones ``source``
+        has not fed. ``source`` must keep its slot (not released or rewound) until then; the
+        branches of a tree search start this way without computing the shared history."""
+        src = self.seqs[source]
+        cached = self.cached(source)
+        self.add(key, src.unfed, max_new, seed, sampling)
+        if cached:
+            self.seqs[key].fork_of = (src, cached)
+
+    def cached(self, key: Hashable) -> int:
+        """How many of ``key``'s tokens are in the cache (0 before it has a slot)."""
+        seq = self.seqs[key]
+        return 0 if seq.slot is None else int(self.kv.length[seq.slot])
+
+    def rewind(self, key: Hashable, length: int, unfed: list[int]) -> None:
+        """Keep the first ``length`` cached tokens of ``key`` (between turns), with ``unfed``
+        after them still to feed: a tree search keeps a branch's first turn, not its
+        lookahead. ``extend`` then starts the next turn."""
+        seq = self.seqs[key]
+        if seq.slot is None or self._in_turn(seq) or length > self.cached(key):
+            raise ValueError(f"{key!r} cannot be rewound to {length} tokens now")
+        self.kv.length[seq.slot] = length
+        seq.unfed = list(unfed)
 
     def release(self, key: Hashable) -> None:
         """``key`` is finished: its slot goes to the next queued sequence (or is packed)."""
@@ -157,7 +191,11 @@ class DecodeSession:
                 seq = self.queue.pop(0)
                 seq.slot, self.slots[i] = i, seq
                 self._pending_turn.add(seq.key)
-                if self.prefix is not None:
+                if seq.fork_of is not None:
+                    src, n = seq.fork_of
+                    self.kv.copy_prefix(self.kv, src.slot, i, n)
+                    seq.fork_of = None
+                elif self.prefix is not None:
                     ids, kv = self.prefix
                     n = len(ids)
                     if len(seq.unfed) > n and seq.unfed[:n] == ids:

@@ -28,15 +28,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentrl.planning.search import (
-    SearchCost,
-    _Line,
-    _play,
-    _trajectory,
-    best_of,
-    expand_turn,
-    start_line,
-)
+from agentrl.planning.lines import Line, SearchCost, line_trajectory, play_turn, start_line
+from agentrl.planning.search import best_of, expand_turn
 from agentrl.rollout import EpisodeSpec
 from agentrl.types import RewardBreakdown, Trajectory
 
@@ -54,7 +47,7 @@ def episodes_only(trajs: list[Trajectory]) -> list[Trajectory]:
     return [t for t in trajs if not is_sibling(t)]
 
 
-def sibling_trajectory(line: _Line, sample: Any, branch: _Line, group_id: int,
+def sibling_trajectory(line: Line, sample: Any, branch: Line, group_id: int,
                        episode: int, spec: EpisodeSpec) -> Trajectory:  # fmt: skip
     """One candidate of a turn: ``line``'s history (mask 0) then the candidate's own tokens
     (mask 1), rewarded with its branch's value."""
@@ -105,7 +98,7 @@ def search_rollout(
                          for c, b in zip(candidates, branches, strict=True)]  # fmt: skip
             best = best_of(candidates, branches)
             cost.episode_tokens += len(best.ids)
-            _play(line, best, tok, max_total_tokens)
-        episodes.append(_trajectory(line, spec, task_id))
+            play_turn(line, best, tok, max_total_tokens)
+        episodes.append(line_trajectory(line, spec, task_id))
     cost.seconds = time.perf_counter() - start
     return episodes + siblings, cost

@@ -154,14 +154,21 @@ def warm_start(cfg: Config, model, tok, make_env, console: Console, progress: bo
     memory = cfg.rollout.memory
     if not memory.enabled:
         console.print(f"warm start: SFT on {len(demos)} reference demonstrations")
-        sft_train(model, tok, demos, max_len=max_len, **kwargs)
+        _print_sft_end(console, sft_train(model, tok, demos, max_len=max_len, **kwargs))
         return
     # with memory, each demonstration as the contexts a memory rollout would see
     rows = [(ids[:max_len], mask[:max_len]) for msgs, tools in demos
             for ids, mask in memory_rows(tok, msgs, tools, memory)]  # fmt: skip
     console.print(f"warm start: SFT on {len(demos)} reference demonstrations "
                   f"({len(rows)} memory contexts)")  # fmt: skip
-    train_rows(model, tok, rows, **kwargs)
+    _print_sft_end(console, train_rows(model, tok, rows, **kwargs))
+
+
+def _print_sft_end(console: Console, result: dict) -> None:
+    """Where the warm start ended: all its planned steps, or stopped early by its loss."""
+    steps, planned, loss = result["steps"], result["planned_steps"], result["final_loss"]
+    why = "" if steps == planned else " (stopped early: train.warmstart_stop_loss reached)"
+    console.print(f"warm start: {steps}/{planned} steps, final loss {loss:.4f}{why}")
 
 
 @dataclass
