@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from agentrl.chat.render import encode_delta, encode_prompt, tokenize
+from agentrl.chat.render import encode_observation, encode_prompt, tokenize
 from agentrl.config.memory import MemoryConfig
 from agentrl.engine.decoder import draw_seeds
 from agentrl.engine.grammar import check_mode
@@ -271,8 +271,7 @@ def _after_step(ep: _Live, i: int, step: tuple, sess, finish, tok, max_new: int,
     if ep.memory is not None and ep.memory.needs_rewrite(ep.turn):
         _rewrite(ep, i, sess, finish, tok, max_new, max_total)
         return
-    history = ep.env.messages[: len(ep.env.messages) - len(obs)]
-    delta = encode_delta(tok, history, obs, ep.env.tool_schemas)
+    delta = encode_observation(tok, ep.env, obs)
     if len(ep.ids) + len(delta) >= max_total:
         finish(i, "length")
         return

@@ -96,6 +96,12 @@ def encode_delta(
     return tokenize(tokenizer, delta_text(tokenizer, history, new_messages, tools))
 
 
+def encode_observation(tokenizer: Any, env: Any, obs: list[Message]) -> list[int]:
+    """``encode_delta`` for the observation ``obs`` an env just appended to its messages."""
+    history = env.messages[: len(env.messages) - len(obs)]
+    return encode_delta(tokenizer, history, obs, env.tool_schemas)
+
+
 def _body_in_context(
     tokenizer: Any, history: list[Message], message: Message, tools: Tools = None
 ) -> str:

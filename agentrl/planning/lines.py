@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrl.chat.render import encode_delta, encode_prompt
+from agentrl.chat.render import encode_observation, encode_prompt
 from agentrl.rollout import EpisodeSpec, episode_plans
 from agentrl.types import Trajectory
 
@@ -71,8 +71,7 @@ def play_turn(line: Line, sample: Any, tok: Any, max_total: int) -> None:
     if terminated or truncated:
         line.ended, line.value = info["termination"], info["reward"].total
         return
-    history = line.env.messages[: len(line.env.messages) - len(obs)]
-    delta = encode_delta(tok, history, obs, line.env.tool_schemas)
+    delta = encode_observation(tok, line.env, obs)
     if len(line.ids) + len(delta) >= max_total:
         end_line(line, "length")
         return
