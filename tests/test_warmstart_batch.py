@@ -10,16 +10,30 @@ from agentrl.config import build_config
 from agentrl.train.build import env_factory
 
 
-def _captured_sft_kwargs(monkeypatch, overrides: list[str]) -> dict:
+def _captured_sft_kwargs(monkeypatch, overrides: list[str], steps: int = 6) -> dict:
+    """What warm_start passed to SFT (which took ``steps`` of 6), and what it printed."""
     seen: dict = {}
 
     def fake_sft(model, tok, demos, **kwargs):
         seen.update(kwargs, demos=len(demos))
+        return {"steps": steps, "planned_steps": 6, "final_loss": 0.0432, "tokens": 100}
 
     monkeypatch.setattr(build, "sft_train", fake_sft)
     cfg = build_config({}, ["task.env=weather", "train.warmstart_demos=6", *overrides])
-    build.warm_start(cfg, torch.nn.Linear(1, 1), None, env_factory(cfg), Console(), False)
+    console = Console(record=True, width=200)
+    build.warm_start(cfg, torch.nn.Linear(1, 1), None, env_factory(cfg), console, False)
+    seen["printed"] = console.export_text()
     return seen
+
+
+def test_the_warm_start_says_where_it_stopped(monkeypatch):
+    printed = _captured_sft_kwargs(monkeypatch, [], steps=6)["printed"]
+    assert "warm start: 6/6 steps, final loss 0.0432\n" in printed
+    printed = _captured_sft_kwargs(monkeypatch, ["train.warmstart_stop_loss=0.05"], 2)["printed"]
+    assert (
+        "warm start: 2/6 steps, final loss 0.0432 (stopped early: train.warmstart_stop_loss"
+        in printed
+    )
 
 
 def test_the_warm_start_batch_size_reaches_the_sft_loop(monkeypatch):
