@@ -81,9 +81,9 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for k in _ints(args.k):
         for depth in _ints(args.depth) if k > 1 else [1]:
-            trajs, cost = search_episodes(generator, make_env, specs, k=k, depth=depth,
-                                          max_new_tokens=max_new,
-                                          max_total_tokens=max_total,
+            cell = {"k": k, "depth": depth, "max_new_tokens": max_new,
+                    "max_total_tokens": max_total}  # fmt: skip
+            trajs, cost = search_episodes(generator, make_env, specs, **cell,
                                           on_episode=stderr_progress(len(specs)))  # fmt: skip
             s = summarize(trajs)
             n = len(specs)
@@ -98,8 +98,6 @@ def main() -> None:
                   f"{cost.episode_tokens / n:.0f} + {cost.branch_tokens / n:.0f} | "
                   f"{cost.seconds / n:.1f} |", flush=True)  # fmt: skip
             if args.peer:
-                cell = {"k": k, "depth": depth, "max_new_tokens": max_new,
-                        "max_total_tokens": max_total}  # fmt: skip
                 row["peer"] = peer_timing(generator, make_env, specs[: args.peer], cell)
                 print(f"  first {args.peer}: {row['peer']}", flush=True)
     if args.json:

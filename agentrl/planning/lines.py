@@ -96,6 +96,34 @@ def start_line(tok, make_env, spec, max_total: int) -> tuple[Line, str]:
     return line, str(info.get("task_id", spec.seed))
 
 
+def branch_from(line: Line, make_env: Any, snap: Any) -> Line:
+    """A branch of ``line``: a fresh env restored from ``snap`` (its snapshot) and a copy of
+    its ids, at its turn."""
+    env = make_env()
+    env.restore(snap)
+    branch = Line(env, list(line.ids))
+    branch.turn = line.turn
+    return branch
+
+
+def value_running(branches: list[Line], scorer: Any) -> None:
+    """Value the branches still running after the lookahead: ``scorer``'s predicted return
+    from their ids, or (no scorer) the reward layers they earned so far (no completion)."""
+    running = [b for b in branches if b.ended is None]
+    if scorer is not None and running:
+        for branch, value in zip(running, scorer([b.ids for b in running]), strict=True):
+            branch.value = value
+    else:
+        for branch in running:
+            end_line(branch, "max_turns")
+
+
+def best_of(candidates: list[Any], branches: list[Line]) -> Any:
+    """The candidate whose branch is worth most; ties: the earliest (the greedy one first)."""
+    values = [b.value for b in branches]
+    return candidates[values.index(max(values))]
+
+
 def candidate_seed(episode_seed: int, turn: int, j: int) -> int:
     """The sampling seed of candidate ``j`` (0: the greedy one) at ``turn`` of an episode."""
     return (episode_seed * 1_000_003 + turn * 1_009 + j) % 2**31

@@ -27,13 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from agentrl.planning.lines import (
-    Line,
     SearchCost,
+    best_of,
+    branch_from,
     candidate_seed,
-    end_line,
     line_trajectory,
     play_turn,
     start_line,
+    value_running,
 )
 from agentrl.planning.search_batch import BatchedSearch
 from agentrl.rollout import EpisodeSpec
@@ -106,12 +107,6 @@ def _best_candidate(generator, make_env, line, k, depth, temperature, max_new, m
     return best_of(candidates, branches)
 
 
-def best_of(candidates: list[Any], branches: list[Line]) -> Any:
-    """The candidate whose branch is worth most; ties: the earliest (the greedy one first)."""
-    values = [b.value for b in branches]
-    return candidates[values.index(max(values))]
-
-
 def expand_turn(generator, make_env, line, k, depth, temperature, max_new, max_total, cost,
                 scorer=None, greedy_first=True, top_p=1.0, seeds=None):  # fmt: skip
     """K candidate actions from ``line``'s history (the greedy one first, or all K sampled),
@@ -131,10 +126,7 @@ def expand_turn(generator, make_env, line, k, depth, temperature, max_new, max_t
     snap = line.env.snapshot()
     branches = []
     for sample in candidates:
-        env = make_env()
-        env.restore(snap)
-        branch = Line(env, list(line.ids))
-        branch.turn = line.turn
+        branch = branch_from(line, make_env, snap)
         play_turn(branch, sample, generator.tokenizer, max_total)
         branches.append(branch)
         cost.branch_tokens += len(sample.ids)
@@ -147,11 +139,5 @@ def expand_turn(generator, make_env, line, k, depth, temperature, max_new, max_t
         for branch, sample in zip(running, outs, strict=True):
             cost.branch_tokens += len(sample.ids)
             play_turn(branch, sample, generator.tokenizer, max_total)
-    running = [b for b in branches if b.ended is None]
-    if scorer is not None and running:  # still running: its predicted return
-        for branch, value in zip(running, scorer([b.ids for b in running]), strict=True):
-            branch.value = value
-    else:  # still running: what it earned so far (no completion)
-        for branch in running:
-            end_line(branch, "max_turns")
+    value_running(branches, scorer)
     return candidates, branches

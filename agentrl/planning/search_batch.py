@@ -24,11 +24,13 @@ from typing import Any
 from agentrl.planning.lines import (
     Line,
     SearchCost,
+    best_of,
+    branch_from,
     candidate_seed,
-    end_line,
     line_trajectory,
     play_turn,
     start_line,
+    value_running,
 )
 from agentrl.rollout import EpisodeSpec
 from agentrl.types import Trajectory
@@ -43,7 +45,6 @@ class _Candidate:
     first: Any = None  # its sampled first turn (a Sample)
     first_cached: int = 0  # the session's cached tokens when that turn ended
     turns: int = 0  # turns its branch has played
-    done: bool = False  # no more lookahead: waiting for its siblings
 
 
 @dataclass
@@ -121,11 +122,11 @@ class BatchedSearch:
     def _candidate(self, ep: _Episode, key, snap) -> _Candidate:
         if snap is None:  # K = 1: the episode's own line plays the turn
             return _Candidate(key, ep.line)
-        env = self.make_env()
-        env.restore(snap)
-        branch = Line(env, list(ep.line.ids))
-        branch.turn = ep.line.turn
-        return _Candidate(key, branch)
+        return _Candidate(key, branch_from(ep.line, self.make_env, snap))
+
+    def _done(self, c: _Candidate) -> bool:
+        """No more lookahead for ``c``: its branch ended, or it played ``depth`` turns."""
+        return c.turns > 0 and (c.branch.ended is not None or c.turns >= self.depth)
 
     def _turn_ended(self, ep: _Episode, j: int, sample) -> int:
         """A candidate's turn ended: play it; look further ahead, or choose once all are done.
@@ -139,25 +140,17 @@ class BatchedSearch:
         self.cost.branch_tokens += len(sample.ids)
         delta = _play_delta(c.branch, sample, self.tok, self.max_total)
         c.turns += 1
-        if delta is not None and c.turns < self.depth:
+        if not self._done(c):
             self.sess.extend(c.key, delta, self.max_new, GREEDY)
             return 0
-        c.done = True
-        if not all(x.done for x in ep.candidates):
+        if not all(self._done(x) for x in ep.candidates):
             return 0
         return self._choose(ep)
 
     def _choose(self, ep: _Episode) -> int:
         """Value the branches, play the best candidate on the episode, drop the others."""
-        running = [c.branch for c in ep.candidates if c.branch.ended is None]
-        if self.scorer is not None and running:
-            for branch, value in zip(running, self.scorer([b.ids for b in running]), strict=True):
-                branch.value = value
-        else:
-            for branch in running:
-                end_line(branch, "max_turns")
-        values = [c.branch.value for c in ep.candidates]
-        best = ep.candidates[values.index(max(values))]  # ties: the greedy one
+        value_running([c.branch for c in ep.candidates], self.scorer)
+        best = best_of(ep.candidates, [c.branch for c in ep.candidates])
         self.cost.branches += len(ep.candidates)
         self.cost.episode_tokens += len(best.first.ids)
         for c in ep.candidates:

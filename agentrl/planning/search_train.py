@@ -28,8 +28,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from agentrl.planning.lines import Line, SearchCost, line_trajectory, play_turn, start_line
-from agentrl.planning.search import best_of, expand_turn
+from agentrl.planning.lines import (
+    Line,
+    SearchCost,
+    best_of,
+    line_trajectory,
+    play_turn,
+    start_line,
+)
+from agentrl.planning.search import expand_turn
 from agentrl.rollout import EpisodeSpec
 from agentrl.types import RewardBreakdown, Trajectory
 
