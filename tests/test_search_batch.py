@@ -11,6 +11,7 @@ from agentrl.chat.render import stop_token_ids
 from agentrl.engine.decoder import Engine
 from agentrl.envs import make
 from agentrl.planning import search_episodes
+from agentrl.planning.search_train import search_rollout
 from agentrl.rollout import EpisodeSpec
 
 SPECS = [EpisodeSpec(seed=s, level=1 + s % 3) for s in range(4)]
@@ -73,3 +74,28 @@ def test_batched_search_says_when_memory_holds_fewer_slots_than_candidates(tiny_
     engine = _engine(tiny_policy, slots=2)
     with pytest.raises(ValueError, match="K=3 needs 3 KV-cache slots"):
         search_episodes(engine, GoesOn, SPECS, k=3, max_new_tokens=8, max_total_tokens=1400)
+
+
+@pytest.mark.parametrize(("slots", "k", "depth"), [(64, 2, 1), (64, 3, 2), (4, 3, 2)])
+def test_the_training_search_batched_plays_what_it_plays_one_episode_at_a_time(
+    tiny_policy, slots, k, depth
+):
+    """Every candidate sampled (the first too), the siblings numbered by episode and turn."""
+    engine = _engine(tiny_policy, slots)
+    kwargs = {"k": k, "depth": depth, "max_new_tokens": 24, "max_total_tokens": 1400,
+              "temperature": 1.0, "top_p": 0.9, "seed": 11}  # fmt: skip
+    one, one_cost = search_rollout(engine, GoesOn, SPECS, batched=False, **kwargs)
+    many, cost = search_rollout(engine, GoesOn, SPECS, batched=True, **kwargs)
+    assert len(many) == len(one) == len(SPECS) * (1 + 3 * k)  # 3 turns, k siblings each
+    for a, b in zip(one, many, strict=True):
+        assert b.token_ids == a.token_ids and b.loss_mask == a.loss_mask
+        assert b.group_id == a.group_id and b.info == a.info
+        assert b.reward.total == pytest.approx(a.reward.total)
+        assert b.logprobs == pytest.approx(a.logprobs, abs=1e-4)
+    assert {**cost.as_dict(), "seconds": 0} == {**one_cost.as_dict(), "seconds": 0}
+    siblings = many[len(SPECS):]
+    assert [t.group_id for t in siblings[::k]] == list(range(-1, -1 - 3 * len(SPECS), -1))
+    # sampled, not greedy: the first candidates of a turn are not all one token long
+    assert any(t.loss_mask.count(1) > 1 for t in siblings[::k])
+    again, _ = search_rollout(engine, GoesOn, SPECS, batched=True, **{**kwargs, "seed": 12})
+    assert [t.token_ids for t in again] != [t.token_ids for t in many]

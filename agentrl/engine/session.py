@@ -98,11 +98,15 @@ class DecodeSession:
         self.queue.append(seq)
 
     def extend(self, key: Hashable, delta: list[int], max_new: int,
-               sampling: tuple[bool, float, float] | None = None) -> None:  # fmt: skip
+               sampling: tuple[bool, float, float] | None = None,
+               seed: int | None = None) -> None:  # fmt: skip
         """The next turn of ``key``: the environment's ``delta`` is appended after the last
         turn (whose final sampled token is still unfed). ``sampling``: its (greedy,
-        temperature, top_p) from this turn on (a search follows a sampled branch greedily)."""
+        temperature, top_p) from this turn on (a search follows a sampled branch greedily);
+        ``seed``: sample this turn from a fresh generator with that seed."""
         seq = self.seqs[key]
+        if seed is not None:
+            seq.generator = torch.Generator().manual_seed(int(seed))
         if sampling is not None:
             if not sampling[0] and seq.generator is None:
                 raise ValueError(f"{key!r} was added greedy: it has no sampling seed")

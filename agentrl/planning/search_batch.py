@@ -14,6 +14,11 @@ turns in a restored env, the best kept), played for many episodes at once:
 
 Candidate ``j`` of turn ``t`` samples with seed ``candidate_seed(spec.seed, t, j)``, as the
 one-episode path does, so both paths choose the same actions (up to rounding).
+
+The training search (``agentrl.planning.search_train``) runs here too with
+``greedy_first=False``: the candidate that continues the episode's sequence samples as well
+(seeded afresh each turn), and ``on_choice`` hands each turn's candidates and branches over
+for the per-turn siblings.
 """
 
 from __future__ import annotations
@@ -61,10 +66,19 @@ class BatchedSearch:
     """One ``search_episodes`` call on an engine with sessions; ``run`` returns trajectories."""
 
     def __init__(self, engine, make_env, specs, k, depth, temperature, max_new, max_total,
-                 scorer, on_episode, cost: SearchCost) -> None:  # fmt: skip
+                 scorer, on_episode, cost: SearchCost, *, greedy_first: bool = True,
+                 top_p: float = 1.0, seeds: list[int] | None = None,
+                 on_choice=None) -> None:  # fmt: skip
+        """``greedy_first`` False (the training search): every candidate is sampled, the
+        first one too; ``seeds``: each episode's base of ``candidate_seed`` (default: its
+        spec's seed); ``on_choice(episode, line, first turns, branches)``: called at each
+        turn before the best candidate is played on ``line``."""
         self.engine, self.tok, self.make_env, self.specs = engine, engine.tokenizer, make_env, specs
         self.k, self.depth = k, depth if k > 1 else 1
-        self.sampled = (False, temperature, 1.0)
+        self.sampled = (False, temperature, top_p)
+        self.first = GREEDY if greedy_first else self.sampled
+        self.seeds = [s.seed for s in specs] if seeds is None else list(seeds)
+        self.on_choice = on_choice
         self.max_new, self.max_total, self.scorer = max_new, max_total, scorer
         self.on_episode, self.cost = on_episode, cost
         self.owner: dict[tuple, tuple[_Episode, int]] = {}
@@ -102,7 +116,7 @@ class BatchedSearch:
             self._finish(ep)
             return 0
         ep.key = (ep.index, 0, 0)
-        self.sess.add(ep.key, ep.line.ids, self.max_new, None, GREEDY)
+        self.sess.add(ep.key, ep.line.ids, self.max_new, self._seed(ep, 0), self.first)
         self._propose(ep)
         return 1
 
@@ -113,11 +127,13 @@ class BatchedSearch:
         ep.candidates = [self._candidate(ep, ep.key, snap)]
         for j in range(1, self.k):
             key = (ep.index, turn, j)
-            seed = candidate_seed(ep.spec.seed, turn, j)
-            self.sess.fork(key, ep.key, self.max_new, seed, self.sampled)
+            self.sess.fork(key, ep.key, self.max_new, self._seed(ep, j), self.sampled)
             ep.candidates.append(self._candidate(ep, key, snap))
         for j, c in enumerate(ep.candidates):
             self.owner[c.key] = (ep, j)
+
+    def _seed(self, ep: _Episode, j: int) -> int:
+        return candidate_seed(self.seeds[ep.index], ep.line.turn, j)
 
     def _candidate(self, ep: _Episode, key, snap) -> _Candidate:
         if snap is None:  # K = 1: the episode's own line plays the turn
@@ -151,6 +167,9 @@ class BatchedSearch:
         """Value the branches, play the best candidate on the episode, drop the others."""
         value_running([c.branch for c in ep.candidates], self.scorer)
         best = best_of(ep.candidates, [c.branch for c in ep.candidates])
+        if self.on_choice is not None:
+            self.on_choice(ep.index, ep.line, [c.first for c in ep.candidates],
+                           [c.branch for c in ep.candidates])  # fmt: skip
         self.cost.branches += len(ep.candidates)
         self.cost.episode_tokens += len(best.first.ids)
         for c in ep.candidates:
@@ -171,7 +190,9 @@ class BatchedSearch:
             self._finish(ep)
             return 1
         ep.key = kept.key
-        self.sess.extend(ep.key, delta, self.max_new, GREEDY)
+        first_greedy = self.first[0]
+        self.sess.extend(ep.key, delta, self.max_new, self.first,
+                         seed=None if first_greedy else self._seed(ep, 0))  # fmt: skip
         if self.k > 1:
             self._propose(ep)
         return 0

@@ -19,24 +19,31 @@ It returns two kinds of trajectories, both token-exact:
 
 Siblings are not episodes: metrics, the curriculum and evaluation read episodes only
 (``episodes_only``).
+
+On an engine the episodes are searched many at once on one decode session whose candidates
+fork the episode's KV cache (``agentrl.planning.search_batch``, ``greedy_first=False``); a
+generator without sessions plays them one at a time. Both sample candidate ``j`` of a turn
+with the same seed, so both keep the same tokens.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable
 from typing import Any
 
+from agentrl.engine.decoder import draw_seeds
 from agentrl.planning.lines import (
     Line,
     SearchCost,
     best_of,
+    candidate_seed,
     line_trajectory,
     play_turn,
     start_line,
 )
 from agentrl.planning.search import expand_turn
+from agentrl.planning.search_batch import BatchedSearch
 from agentrl.rollout import EpisodeSpec
 from agentrl.types import RewardBreakdown, Trajectory
 
@@ -84,28 +91,65 @@ def search_rollout(
     max_new_tokens: int = 96,
     max_total_tokens: int = 1024,
     scorer: Callable[[list[list[int]]], list[float]] | None = None,
+    seed: int | None = None,
+    batched: bool | None = None,
 ) -> tuple[list[Trajectory], SearchCost]:
     """Training episodes with tree search (module docstring): the episodes in spec order,
-    then their siblings."""
+    then their siblings (by episode, then turn).
+
+    Candidate ``j`` of turn ``t`` of episode ``n`` samples with ``candidate_seed(seed + n, t,
+    j)`` (``seed`` None: one draw of torch's global RNG). ``batched``: search the episodes many
+    at once on one decode session (``agentrl.planning.search_batch``); default: whenever the
+    generator has sessions (the engine does). Both paths play the same tokens."""
     if k < 2 or depth < 1:
         raise ValueError(f"a search rollout needs k >= 2 and depth >= 1, got k={k}, depth={depth}")
     cost, start = SearchCost(), time.perf_counter()
-    ids = itertools.count(SIBLING_GROUP_BASE, -1)
-    episodes, siblings = [], []
-    tok = generator.tokenizer
-    for n, spec in enumerate(specs):
-        line, task_id = start_line(tok, make_env, spec, max_total_tokens)
-        while line.ended is None:
-            candidates, branches = expand_turn(
-                generator, make_env, line, k, depth, temperature, max_new_tokens,
-                max_total_tokens, cost, scorer, greedy_first=False, top_p=top_p,
-            )  # fmt: skip
-            group = next(ids)
-            siblings += [sibling_trajectory(line, c, b, group, n, spec)
-                         for c, b in zip(candidates, branches, strict=True)]  # fmt: skip
-            best = best_of(candidates, branches)
-            cost.episode_tokens += len(best.ids)
-            play_turn(line, best, tok, max_total_tokens)
-        episodes.append(line_trajectory(line, spec, task_id))
+    bases = draw_seeds(len(specs), seed)
+    turns: list[list[Trajectory]] = []  # one sibling set per (episode, turn)
+
+    def on_choice(n, line, candidates, branches):
+        turns.append([sibling_trajectory(line, c, b, 0, n, specs[n])
+                      for c, b in zip(candidates, branches, strict=True)])  # fmt: skip
+
+    if batched is None:
+        batched = getattr(generator, "supports_sessions", False)
+    args = (generator, make_env, specs, k, depth, temperature, max_new_tokens, max_total_tokens,
+            scorer)  # fmt: skip
+    if batched:
+        episodes = BatchedSearch(*args, None, cost, greedy_first=False, top_p=top_p, seeds=bases,
+                                 on_choice=on_choice).run()  # fmt: skip
+    else:
+        episodes = [_search_one(*args, cost, top_p, base, n, on_choice)
+                    for n, base in enumerate(bases)]  # fmt: skip
     cost.seconds = time.perf_counter() - start
-    return episodes + siblings, cost
+    return episodes + _numbered(turns), cost
+
+
+def _search_one(generator, make_env, specs, k, depth, temperature, max_new, max_total, scorer,
+                cost, top_p, base, n, on_choice) -> Trajectory:  # fmt: skip
+    """Episode ``n`` searched on its own: each turn one batch over its K candidates."""
+    spec, tok = specs[n], generator.tokenizer
+    line, task_id = start_line(tok, make_env, spec, max_total)
+    while line.ended is None:
+        seeds = [candidate_seed(base, line.turn, j) for j in range(k)]
+        candidates, branches = expand_turn(
+            generator, make_env, line, k, depth, temperature, max_new, max_total, cost, scorer,
+            greedy_first=False, top_p=top_p, seeds=seeds,
+        )  # fmt: skip
+        on_choice(n, line, candidates, branches)
+        best = best_of(candidates, branches)
+        cost.episode_tokens += len(best.ids)
+        play_turn(line, best, tok, max_total)
+    return line_trajectory(line, spec, task_id)
+
+
+def _numbered(turns: list[list[Trajectory]]) -> list[Trajectory]:
+    """The sibling sets in (episode, turn) order, each a group of its own (ids from
+    ``SIBLING_GROUP_BASE`` down)."""
+    turns = sorted(turns, key=lambda s: (s[0].info["sibling_of"], s[0].info["search_turn"]))
+    out = []
+    for n, siblings in enumerate(turns):
+        for t in siblings:
+            t.group_id = SIBLING_GROUP_BASE - n
+        out += siblings
+    return out
