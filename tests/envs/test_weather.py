@@ -212,3 +212,38 @@ def test_reference_solver_always_succeeds_with_faults(level):
         assert info["reward"].layers["repeat"] == 0.0
         faults += sum('"unavailable"' in m["content"] for m in messages if m["role"] == "tool")
     assert faults > 0  # retries were exercised
+
+
+def _call(city: str) -> str:
+    call = json.dumps({"name": "get_weather", "arguments": {"city": city}})
+    return f"<tool_call>\n{call}\n</tool_call>"
+
+
+def _answer_after_lookups(progress_reward: bool, lookups: int, fault_rate: float = 0.0):
+    env = envs.make("weather", progress_reward=progress_reward, fault_rate=fault_rate)
+    env.reset(seed=3, options={"level": 3})
+    for city in env.instance.data["cities"][:lookups]:
+        env.step(_call(city))
+    return env.step("It is warm everywhere.")[4]["reward"]
+
+
+def test_progress_reward_pays_for_every_asked_city_looked_up():
+    plain = [_answer_after_lookups(False, n) for n in (1, 3)]
+    shaped = [_answer_after_lookups(True, n) for n in (1, 3)]
+    assert all("progress" not in r.layers for r in plain)  # off by default: the reward as before
+    assert [r.layers["progress"] for r in shaped] == pytest.approx([1 / 3, 1.0])
+    assert [s.total - p.total for s, p in zip(shaped, plain, strict=True)] == pytest.approx(
+        [0.3 / 3, 0.3]
+    )
+    # a fault is not a lookup: with every call failing, nothing was fetched
+    faulted = _answer_after_lookups(True, 1, fault_rate=1.0)
+    assert faulted.layers["progress"] == 0.0
+
+
+def test_progress_reward_keeps_the_reference_solver():
+    """The demonstrations do not change with the process layers on."""
+    runs = [run_reference_episode(envs.make("weather", progress_reward=p), seed=5, level=3)
+            for p in (False, True)]  # fmt: skip
+    (plain, plain_info), (shaped, shaped_info) = runs
+    assert plain == shaped and len(plain) > 4
+    assert plain_info["success"] and shaped_info["reward"].layers["progress"] == 1.0

@@ -11,7 +11,8 @@ from agentrl.envs.tasks.shaped import ShapedTaskEnv, shaped_factory
 from agentrl.envs.tasks.shop import ShopFamily
 from agentrl.envs.tasks.weather import WeatherFamily
 
-register("weather", WeatherFamily)
+# shaped: its process layers join the reward with task.env_kwargs.progress_reward=true
+register("weather", shaped_factory(WeatherFamily))
 # Curriculum families (stage 2: meeting, shop, math; stage 3: library; stage 4: dynamic).
 register("meeting", shaped_factory(MeetingFamily), max_turns=8)
 register("shop", shaped_factory(ShopFamily), max_turns=8)

@@ -27,6 +27,12 @@ the temperatures in the asked order claims nothing, yet named the target first a
 time at level 3 (and half at level 2) and passed, until 2026-12-06. Answers over 500
 characters fail.
 
+``progress_reward`` (off by default) adds the process layers of the other families: ``progress``,
+the share of the asked cities whose weather was fetched, and ``reask``. Without it a failed
+answer after one lookup of two scores what one after both lookups scores (format, tool choice
+and arguments are each a mean over the calls made), so GRPO on the real model learned to answer
+before the last lookup (bench/README.md, weather).
+
 ``answer_style`` picks the reference solver's form (its demonstrations teach it): "claim"
 (the default: the city first) or "evidence" (the temperatures first, then the city: a small
 model compares numbers it has just written instead of naming a city before any number).
@@ -38,9 +44,11 @@ import random
 import re
 from typing import Any
 
+from agentrl.envs.reference import successful_results
 from agentrl.envs.task import TaskFamily, TaskInstance
 from agentrl.envs.tasks.answers import evidence_conclusion as conclusion_of
 from agentrl.envs.tasks.names import name_resolver
+from agentrl.envs.tasks.shaped import duplicate_results
 from agentrl.tools.registry import Tool, tool
 from agentrl.types import ToolCall
 
@@ -152,8 +160,9 @@ class WeatherFamily(TaskFamily):
     system_prompt = SYSTEM_PROMPT
 
     def __init__(
-        self, fault_rate: float = 0.2, max_faults: int = 2, answer_style: str = "claim"
-    ) -> None:
+        self, fault_rate: float = 0.2, max_faults: int = 2, answer_style: str = "claim",
+        progress_reward: bool = False,
+    ) -> None:  # fmt: skip
         if answer_style not in ANSWER_STYLES:
             raise ValueError(f"answer_style must be one of {ANSWER_STYLES}, got {answer_style!r}")
         if not 0.0 <= fault_rate <= 1.0:
@@ -163,6 +172,7 @@ class WeatherFamily(TaskFamily):
         self.fault_rate = fault_rate
         self.max_faults = max_faults
         self.answer_style = answer_style
+        self.progress_reward = progress_reward
 
     def sample(self, rng: random.Random, level: int) -> TaskInstance:
         """A world, the asked cities (distinct temperatures) and a phrasing, all from ``rng``."""
@@ -237,6 +247,15 @@ class WeatherFamily(TaskFamily):
             return {"city": name, "time": world[name]["time"]}
 
         return [get_weather, get_local_time]
+
+    def process_layers(self, instance: TaskInstance, call_log: list[dict]) -> dict[str, float]:
+        """With ``progress_reward``: ``progress``, the share of asked cities looked up with a
+        result (not a fault), and ``reask``; else none (the plain layered reward)."""
+        if not self.progress_reward:
+            return {}
+        expected = instance.expected_calls
+        made = len(successful_results(expected, call_log))
+        return {"progress": made / len(expected), "reask": float(duplicate_results(call_log))}
 
     def check_answer(self, instance: TaskInstance, answer: str) -> bool:
         """The rule-based verifier (see the module docstring)."""
