@@ -80,9 +80,10 @@ class ShapedTaskEnv(ToolTaskEnv):
 
     def finish(self, reason: str) -> RewardBreakdown:
         """Score the episode; the family's process layers join the shaper's layers."""
-        if self.done and self.breakdown is not None:
-            return self.breakdown
-        breakdown = super().finish(reason)
+        scored = self.done and self.breakdown is not None
+        breakdown = super().finish(reason)  # checks ``reason`` even when already scored
+        if scored:
+            return breakdown
         layers_fn = getattr(self.family, "process_layers", None)
         if layers_fn is not None and self.instance is not None:
             for name, scored in layers_fn(self.instance, self.call_log).items():
