@@ -190,9 +190,8 @@ class BatchedSearch:
             self._finish(ep)
             return 1
         ep.key = kept.key
-        first_greedy = self.first[0]
         self.sess.extend(ep.key, delta, self.max_new, self.first,
-                         seed=None if first_greedy else self._seed(ep, 0))  # fmt: skip
+                         seed=None if self.first[0] else self._seed(ep, 0))  # fmt: skip
         if self.k > 1:
             self._propose(ep)
         return 0

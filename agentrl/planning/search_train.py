@@ -61,15 +61,16 @@ def episodes_only(trajs: list[Trajectory]) -> list[Trajectory]:
     return [t for t in trajs if not is_sibling(t)]
 
 
-def sibling_trajectory(line: Line, sample: Any, branch: Line, group_id: int,
-                       episode: int, spec: EpisodeSpec) -> Trajectory:  # fmt: skip
+def sibling_trajectory(line: Line, sample: Any, branch: Line, episode: int,
+                       spec: EpisodeSpec) -> Trajectory:  # fmt: skip
     """One candidate of a turn: ``line``'s history (mask 0) then the candidate's own tokens
-    (mask 1), rewarded with its branch's value."""
+    (mask 1), rewarded with its branch's value; its group id is set with its siblings'
+    (``_numbered``)."""
     history = list(line.ids)
     ids = branch.ids[len(history) : len(history) + len(sample.ids)]
     n = len(ids)
     return Trajectory(
-        task_id=f"sibling-{episode}-{line.turn}", group_id=group_id,
+        task_id=f"sibling-{episode}-{line.turn}", group_id=0,
         messages=[], token_ids=history + ids, loss_mask=[0] * len(history) + [1] * n,
         logprobs=[0.0] * len(history) + list(sample.logprobs[:n]),
         turn_of_token=[-1] * len(history) + [line.turn] * n,
@@ -108,7 +109,7 @@ def search_rollout(
     turns: list[list[Trajectory]] = []  # one sibling set per (episode, turn)
 
     def on_choice(n, line, candidates, branches):
-        turns.append([sibling_trajectory(line, c, b, 0, n, specs[n])
+        turns.append([sibling_trajectory(line, c, b, n, specs[n])
                       for c, b in zip(candidates, branches, strict=True)])  # fmt: skip
 
     if batched is None:

@@ -9,6 +9,7 @@ import pytest
 
 import agentrl.envs as envs
 from agentrl.envs import TaskInstance, WeatherFamily, run_reference_episode
+from agentrl.envs.reference import format_call
 from agentrl.envs.tasks.weather import CITIES, first_mentioned, mentioned_numbers
 from agentrl.types import ToolCall
 
@@ -214,16 +215,11 @@ def test_reference_solver_always_succeeds_with_faults(level):
     assert faults > 0  # retries were exercised
 
 
-def _call(city: str) -> str:
-    call = json.dumps({"name": "get_weather", "arguments": {"city": city}})
-    return f"<tool_call>\n{call}\n</tool_call>"
-
-
 def _answer_after_lookups(progress_reward: bool, lookups: int, fault_rate: float = 0.0):
     env = envs.make("weather", progress_reward=progress_reward, fault_rate=fault_rate)
     env.reset(seed=3, options={"level": 3})
-    for city in env.instance.data["cities"][:lookups]:
-        env.step(_call(city))
+    for call in env.instance.expected_calls[:lookups]:
+        env.step(format_call(call))
     return env.step("It is warm everywhere.")[4]["reward"]
 
 

@@ -80,9 +80,9 @@ class ShapedTaskEnv(ToolTaskEnv):
 
     def finish(self, reason: str) -> RewardBreakdown:
         """Score the episode; the family's process layers join the shaper's layers."""
-        scored = self.done and self.breakdown is not None
+        already_scored = self.done and self.breakdown is not None
         breakdown = super().finish(reason)  # checks ``reason`` even when already scored
-        if scored:
+        if already_scored:
             return breakdown
         layers_fn = getattr(self.family, "process_layers", None)
         if layers_fn is not None and self.instance is not None:

@@ -28,10 +28,11 @@ time at level 3 (and half at level 2) and passed, until 2026-12-06. Answers over
 characters fail.
 
 ``progress_reward`` (off by default) adds the process layers of the other families: ``progress``,
-the share of the asked cities whose weather was fetched, and ``reask``. Without it a failed
-answer after one lookup of two scores what one after both lookups scores (format, tool choice
-and arguments are each a mean over the calls made), so GRPO on the real model learned to answer
-before the last lookup (bench/README.md, weather).
+the share of the asked cities whose weather was fetched (a fault is not a fetch), and
+``reask``. Without it a call answered "busy, try again" counts as made (``arguments`` is the
+share of the expected calls made), so a failed answer after an unretried fault scores what one
+after every lookup scores, and GRPO on the real model learned to answer instead of retrying
+(bench/README.md, weather).
 
 ``answer_style`` picks the reference solver's form (its demonstrations teach it): "claim"
 (the default: the city first) or "evidence" (the temperatures first, then the city: a small
